@@ -1,0 +1,258 @@
+// Host evaluators: the run-time image of one planned kernel. make_eval walks the expression
+// with the planner's answers (plan/plan.hpp): fused nodes become evaluators inlined into one
+// loop, breaks are evaluated first (their own kernels) and read back as inputs.
+//
+// Every evaluator offers the same four calls, so one loop drives them all:
+//   prepare(i)     compute the fused reductions for the line that starts at index i
+//   begin_line(i)  point the inputs at that line (contiguous lines only)
+//   line(j)        the value at element j of the line: a plain load per input, vectorizable
+//   at(i)          the value at any index: the general strided/broadcast path
+#pragma once
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "../../core/threads.hpp"
+#include "../../plan/plan.hpp"
+
+namespace solder::detail::host {
+
+using Temps = std::vector<std::shared_ptr<void const>>;  // breaks' results, alive for a kernel
+
+template <int D>
+SOLDER_INLINE std::int64_t dot(Index<D> const& i, Index<D> const& st) {
+  std::int64_t o = 0;
+  for (int k = 0; k < D; ++k) o += i[k] * st[k];
+  return o;
+}
+
+// True when the trailing axes [from, D) can be walked as one run of consecutive elements.
+template <int D>
+bool contiguous_from(int from, Index<D> const& st, Index<D> const& dom) {
+  std::int64_t acc = 1;
+  for (int i = D - 1; i >= from; --i) {
+    if (dom[i] != 1 && st[i] != acc) return false;
+    acc *= dom[i];
+  }
+  return true;
+}
+
+template <class T, int D>
+struct LeafEval {
+  T const* base;
+  Index<D> st;  // 0 on broadcast axes
+  T const* lp = nullptr;
+  SOLDER_INLINE void prepare(Index<D> const&) {}
+  SOLDER_INLINE void begin_line(Index<D> const& i) { lp = base + dot<D>(i, st); }
+  SOLDER_INLINE T line(std::int64_t j) const { return lp[j]; }
+  SOLDER_INLINE T at(Index<D> const& i) const { return base[dot<D>(i, st)]; }
+  bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
+  void set_split(bool) {}
+};
+
+// A tensor seen from a kernel's index space of rank D: right-aligned, broadcast axes stride 0.
+template <int D, class T, auto E>
+LeafEval<T, D> leaf_eval(BasicTensor<T, E, Host> const& t, Index<D> const& dom) {
+  constexpr int R = decltype(E)::rank;
+  LeafEval<T, D> ev{t.data(), {}};
+  for (int i = 0; i < R; ++i) {
+    int d = D - R + i;
+    ev.st[d] = (t.shape()[i] == 1 && dom[d] != 1) ? 0 : t.strides()[i];
+  }
+  return ev;
+}
+
+template <class T, int D>
+struct ScalarEval {
+  T value;
+  SOLDER_INLINE void prepare(Index<D> const&) {}
+  SOLDER_INLINE void begin_line(Index<D> const&) {}
+  SOLDER_INLINE T line(std::int64_t) const { return value; }
+  SOLDER_INLINE T at(Index<D> const&) const { return value; }
+  bool contiguous(int, Index<D> const&) const { return true; }
+  void set_split(bool) {}
+};
+
+template <class Op, class Compute, int D, class... E>
+struct MapEval {
+  Op op;
+  std::tuple<E...> c;
+  static constexpr int from = value_args_from<Op>();
+
+  template <std::size_t I, class V>
+  SOLDER_INLINE static auto arg(V v) {
+    if constexpr (static_cast<int>(I) < from) return v;
+    else return static_cast<Compute>(v);
+  }
+  SOLDER_INLINE void prepare(Index<D> const& i) {
+    std::apply([&](auto&... e) { (e.prepare(i), ...); }, c);
+  }
+  SOLDER_INLINE void begin_line(Index<D> const& i) {
+    std::apply([&](auto&... e) { (e.begin_line(i), ...); }, c);
+  }
+  SOLDER_INLINE auto line(std::int64_t j) const {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return op(arg<I>(std::get<I>(c).line(j))...);
+    }(std::index_sequence_for<E...>{});
+  }
+  SOLDER_INLINE auto at(Index<D> const& i) const {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return op(arg<I>(std::get<I>(c).at(i))...);
+    }(std::index_sequence_for<E...>{});
+  }
+  bool contiguous(int from_axis, Index<D> const& dom) const {
+    return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
+  }
+  void set_split(bool s) {
+    std::apply([&](auto&... e) { (e.set_split(s), ...); }, c);
+  }
+};
+
+// Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
+// compiler keeps in vector registers, folded in a fixed order every block, so the result is
+// deterministic and float sums stay accurate over long rows.
+template <class Op, class A, class F>
+SOLDER_INLINE A reduce_range(F const& values, std::int64_t begin, std::int64_t end) {
+  constexpr int W = sizeof(A) >= 16 ? 8 : static_cast<int>(64 / sizeof(A));
+  constexpr std::int64_t block = W * 128;
+  A total = Op::template identity<A>();
+  for (std::int64_t b = begin; b < end; b += block) {
+    std::int64_t e = b + block < end ? b + block : end;
+    A lanes[W];
+    for (int k = 0; k < W; ++k) lanes[k] = Op::template identity<A>();
+    std::int64_t j = b;
+    for (; j + W <= e; j += W)
+      for (int k = 0; k < W; ++k) lanes[k] = Op::step(lanes[k], values(j + k), j + k);
+    for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values(j), j);
+    for (int w = W / 2; w > 0; w /= 2)
+      for (int k = 0; k < w; ++k) lanes[k] = Op::merge(lanes[k], lanes[k + w]);
+    total = Op::merge(total, lanes[0]);
+  }
+  return total;
+}
+
+template <class Op, class In, class Child, int D, int F, int NA>
+struct ReduceEval {
+  using A = typename Op::template acc<In>;
+  using R = typename Op::template result<In>;
+  Child child;
+  Index<F> fdom;              // the input's index space
+  std::array<int, F> src{};   // the output axis feeding each input axis; -1 if reduced
+  std::array<int, NA> axes{};
+  Index<D> out{};             // the output's shape: axes of extent 1 read index 0
+  std::int64_t count = 1;
+  bool block = false;         // reduced axes are trailing and contiguous: one run
+  bool split = false;         // a lone output: its reduction is split across threads
+  R value{};
+
+  SOLDER_INLINE void prepare(Index<D> const& p) {
+    Index<F> f{};
+    for (int k = 0; k < F; ++k) f[k] = (src[k] >= 0 && out[src[k]] != 1) ? p[src[k]] : 0;
+    child.prepare(f);
+    A acc;
+    if (block) {
+      acc = split ? reduce_split(f) : reduce_block(child, f, 0, count);
+    } else {
+      acc = Op::template identity<A>();
+      std::int64_t n = 0;
+      if (count > 0) {
+        for (;;) {
+          acc = Op::step(acc, child.at(f), n++);
+          int a = NA - 1;
+          for (; a >= 0; --a) {
+            if (++f[axes[a]] < fdom[axes[a]]) break;
+            f[axes[a]] = 0;
+          }
+          if (a < 0) break;
+        }
+      }
+    }
+    value = static_cast<R>(Op::finalize(acc, count));
+  }
+  static A reduce_block(Child& c, Index<F> const& f, std::int64_t b, std::int64_t e) {
+    c.begin_line(f);
+    return reduce_range<Op, A>([&](std::int64_t j) { return c.line(j); }, b, e);
+  }
+  A reduce_split(Index<F> const& f) {
+    int nt = get_num_threads();
+    std::vector<A> part(static_cast<std::size_t>(nt), Op::template identity<A>());
+    SOLDER_OMP(parallel num_threads(nt)) {
+      Child c = child;
+      int t = 0, n = 1;
+#if defined(_OPENMP)
+      t = omp_get_thread_num();
+      n = omp_get_num_threads();
+#endif
+      std::int64_t chunk = (count + n - 1) / n;
+      std::int64_t b = t * chunk, e = b + chunk < count ? b + chunk : count;
+      if (b < e) part[static_cast<std::size_t>(t)] = reduce_block(c, f, b, e);
+    }
+    A acc = Op::template identity<A>();
+    for (auto const& p : part) acc = Op::merge(acc, p);
+    return acc;
+  }
+  SOLDER_INLINE void begin_line(Index<D> const&) {}
+  SOLDER_INLINE R line(std::int64_t) const { return value; }
+  SOLDER_INLINE R at(Index<D> const&) const { return value; }
+  bool contiguous(int, Index<D> const&) const { return true; }  // constant along its lines
+  void set_split(bool s) { split = s; }
+};
+
+template <int D, bool InReduce, class N>
+auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
+
+// Evaluates a node into a new tensor (used for breaks; defined in executor.hpp).
+template <class N>
+auto materialize(N const& n);
+
+template <int D, bool InReduce, class N>
+auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
+  if constexpr (is_break<N, D, InReduce>()) {
+    auto t = materialize(n);
+    temps.push_back(t.storage());
+    return leaf_eval<D>(t, dom);
+  } else if constexpr (is_leaf<N>::value) {
+    return leaf_eval<D>(n.tensor, dom);
+  } else if constexpr (is_scalar<N>::value) {
+    return ScalarEval<typename N::value_type, D>{n.value};
+  } else if constexpr (is_map<N>::value) {
+    return std::apply(
+        [&](auto const&... ch) {
+          using Op = std::remove_cvref_t<decltype(n.op)>;
+          return MapEval<Op, typename N::compute_type, D,
+                         decltype(make_eval<D, InReduce>(ch, dom, temps))...>{
+              n.op, {make_eval<D, InReduce>(ch, dom, temps)...}};
+        },
+        n.children);
+  } else {
+    static_assert(is_reduce<N>::value, "solder: host backend: unknown node type");
+    using C = decltype(n.child);
+    constexpr int F = C::rank;
+    Index<F> const& fdom = n.child.shape();
+    auto ce = make_eval<F, true>(n.child, fdom, temps);
+    ReduceEval<typename N::op_type, typename N::input_type, decltype(ce), D, F, N::naxes> ev{ce, fdom};
+    ev.axes = n.axes;
+    ev.out = n.shape();
+    ev.count = n.count;
+    int o = 0;
+    for (int k = 0; k < F; ++k) {
+      bool reduced = std::find(n.axes.begin(), n.axes.end(), k) != n.axes.end();
+      ev.src[k] = reduced ? -1 : o;
+      if (!reduced || N::keepdim) ++o;
+    }
+    bool trailing = n.axes[0] == F - N::naxes;  // sorted and distinct, so the rest follow
+    ev.block = trailing && ce.contiguous(F - N::naxes, fdom);
+    // Reductions fused into this one's input are computed once per output: they must be
+    // constant along the axes this one reduces.
+    for_each_fused_reduce<F, true>(n.child, [&](auto const& inner) {
+      for (int a : n.axes)
+        check(fdom[a] == 1 || inner.shape()[a] == 1, inner.name(), " inside ", n.name(),
+              ": its result of shape ", shape_string<F>(inner.shape()), " varies along dim ", a,
+              " that ", n.name(), " reduces over input ", shape_string<F>(fdom),
+              "; evaluate it first with sd::eval");
+    });
+    return ev;
+  }
+}
+
+}  // namespace solder::detail::host

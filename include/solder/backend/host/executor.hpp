@@ -1,0 +1,217 @@
+// The host executor: runs one planned kernel as OpenMP loops. Three shapes of loop, chosen
+// at run time among compiled variants (STYLE.md §2):
+//   * contiguous runs: the inputs and the output walk a trailing block of axes as one run
+//     (the whole tensor when everything is contiguous) with a vectorized inner loop;
+//   * lines: fused reductions are prepared once per line, then the line is written
+//     (softmax, layer norm: reductions broadcast back along the axes they reduced);
+//   * general: any strides and broadcasts, index by index.
+// Work is split statically over threads, so results are deterministic for a thread count;
+// small kernels never fork threads.
+#pragma once
+#include <algorithm>
+
+#include "evaluators.hpp"
+
+namespace solder::detail::host {
+
+inline constexpr std::int64_t parallel_threshold = 32768;  // elements: below, one thread
+
+template <int D>
+void unravel(std::int64_t o, std::array<bool, D> const& inner, Index<D> const& dom,
+             Index<D>& idx) {
+  for (int a = D - 1; a >= 0; --a) {
+    if (inner[a]) {
+      idx[a] = 0;
+      continue;
+    }
+    idx[a] = o % dom[a];
+    o /= dom[a];
+  }
+}
+
+// Writes `ev` over the output tensor. `inner` marks the axes walked inside one line;
+// `contiguous` says those axes form a trailing block that every input and the output walk
+// as one run.
+template <class OutT, int D, class Ev>
+void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
+           std::array<bool, D> const& inner, bool contiguous, std::int64_t work) {
+  std::int64_t len = 1, outer = 1;
+  for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
+  if (len == 0 || outer == 0) return;
+  int threads = get_num_threads();
+  bool parallel = threads > 1 && work >= parallel_threshold;
+
+  // One long run and nothing to prepare: split the run itself across threads.
+  if (outer == 1 && contiguous && parallel) {
+    ev.set_split(false);
+    Index<D> zero{};
+    ev.prepare(zero);
+    SOLDER_OMP(parallel) {
+      Ev e = ev;
+      e.begin_line(zero);
+      int t = 0, n = 1;
+#if defined(_OPENMP)
+      t = omp_get_thread_num();
+      n = omp_get_num_threads();
+#endif
+      std::int64_t chunk = ((len + n - 1) / n + 15) / 16 * 16;  // whole cache lines
+      std::int64_t b = std::min(len, t * chunk), end = std::min(len, b + chunk);
+      SOLDER_SIMD
+      for (std::int64_t j = b; j < end; ++j) out[j] = static_cast<OutT>(e.line(j));
+    }
+    return;
+  }
+  // Too few lines to share out: let a lone reduction split its own work instead.
+  ev.set_split(parallel && outer < threads);
+  bool par_outer = parallel && outer >= threads;
+  SOLDER_OMP(parallel if (par_outer)) {
+    Ev e = ev;
+    Index<D> idx{};
+    SOLDER_OMP(for schedule(static))
+    for (std::int64_t o = 0; o < outer; ++o) {
+      unravel<D>(o, inner, dom, idx);
+      e.prepare(idx);
+      if (contiguous) {
+        e.begin_line(idx);
+        OutT* op = out + dot<D>(idx, ost);
+        SOLDER_SIMD
+        for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.line(j));
+      } else {
+        for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
+          out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
+          for (int a = D - 1; a >= 0; --a) {
+            if (!inner[a]) continue;
+            if (++idx[a] < dom[a]) break;
+            idx[a] = 0;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
+template <class OutTensor, class N>
+void run_kernel(OutTensor& out, N const& root) {
+  constexpr int D = N::rank;
+  using OutT = typename OutTensor::value_type;
+  Index<D> const& dom = out.shape();
+  Temps temps;
+  auto ev = make_eval<D, false>(root, dom, temps);
+
+  bool has_reduce = false;
+  std::int64_t work = numel_of<D>(dom);
+  for_each_fused_reduce<D, false>(root, [&](auto const& r) {
+    has_reduce = true;
+    work = std::max(work, numel_of<decltype(r.child)::rank>(r.child.shape()));
+  });
+  Lines<D> lines = plan_lines<D, false>(root, dom);
+
+  std::array<bool, D> inner{};
+  bool contiguous = false;
+  if (lines.any()) {  // reductions broadcast along their lines
+    inner = lines.axis;
+    int first = D;
+    while (first > 0 && inner[first - 1]) --first;
+    bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
+    contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
+  } else if (!has_reduce) {  // element-wise: the longest trailing block walked as one run
+    int from = D;
+    while (from > 0 && ev.contiguous(from - 1, dom) && contiguous_from<D>(from - 1, out.strides(), dom))
+      --from;
+    if (from < D || D == 0) {
+      for (int a = from; a < D; ++a) inner[a] = true;
+      contiguous = true;
+    } else {
+      inner[D - 1] = true;
+    }
+  }  // else: a reduction kernel, one output per line
+  drive<OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, work);
+}
+
+template <class A, class B>
+bool same_storage(std::shared_ptr<A> const& a, std::shared_ptr<B> const& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+// Would writing `out` while this kernel reads its inputs clobber a value before it is read?
+// Safe only when an aliasing input is exactly the output's view (each element is read
+// before the same element is written, and lines are prepared before they are written).
+template <int D, bool InReduce, class N, class OutTensor>
+bool overlaps(N const& n, OutTensor const& out) {
+  if constexpr (is_break<N, D, InReduce>()) {
+    return false;  // evaluated into a temporary before this kernel writes
+  } else if constexpr (is_leaf<N>::value) {
+    auto const& t = n.tensor;
+    if (!same_storage(t.storage(), out.storage()) || t.numel() == 0 || out.numel() == 0) return false;
+    if constexpr (N::rank == OutTensor::rank)
+      if (t.data() == out.data() && t.shape() == out.shape() && t.strides() == out.strides())
+        return false;
+    return true;
+  } else if constexpr (is_map<N>::value) {
+    return std::apply([&](auto const&... c) { return (false || ... || overlaps<D, InReduce>(c, out)); },
+                      n.children);
+  } else if constexpr (is_reduce<N>::value) {
+    return overlaps<decltype(n.child)::rank, true>(n.child, out);
+  } else {
+    return false;
+  }
+}
+
+}  // namespace solder::detail::host
+
+namespace solder {
+
+namespace detail {
+
+template <class To, class From>
+constexpr bool can_store = category<From> <= category<To>;
+
+template <class Dst, class Src>
+void assign(Dst& dst, Src const& src) {
+  auto const& node = as_node(src);
+  using N = std::remove_cvref_t<decltype(node)>;
+  constexpr int R = Dst::rank;
+  static_assert(N::rank == R, "solder: assignment: the expression's rank differs from the tensor's");
+  static_assert(assignable(Dst::static_extents, N::static_extents),
+                "solder: assignment: static extents of the expression and the tensor differ");
+  static_assert(can_store<typename Dst::value_type, typename N::value_type>,
+                "solder: assignment: cannot store this expression's element type in the tensor "
+                "without a narrowing cast (use sd::cast<T>)");
+  check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
+        " into a tensor of shape ", shape_string<R>(dst.shape()));
+  if (host::overlaps<R, false>(node, dst)) {
+    BasicTensor<typename N::value_type, dynamic_extents<R>(), Host> tmp(node.shape());
+    host::run_kernel(tmp, node);
+    host::run_kernel(dst, Leaf<typename N::value_type, dynamic_extents<R>()>(tmp));
+    return;
+  }
+  host::run_kernel(dst, node);
+}
+
+namespace host {
+template <class N>
+auto materialize(N const& n) {
+  BasicTensor<typename N::value_type, dynamic_extents<N::rank>(), Host> t(n.shape());
+  run_kernel(t, n);
+  return t;
+}
+}  // namespace host
+
+}  // namespace detail
+
+// Evaluates an expression into a new tensor (what `Tensor<T, R> t = e;` does).
+template <Lazy X>
+auto eval(X const& x) {
+  using N = node_t<X>;
+  return BasicTensor<typename N::value_type, N::static_extents, Host>(as_node(x));
+}
+
+template <class T, auto E, class Device>
+BasicTensor<T, E, Device> BasicTensor<T, E, Device>::clone() const {
+  BasicTensor<T, E, Device> c(shape_);
+  detail::host::run_kernel(c, Leaf<T, E>(*this));
+  return c;
+}
+
+}  // namespace solder

@@ -1,0 +1,29 @@
+// Portability macros shared by every layer: one functor source runs on the host and on CUDA.
+#pragma once
+
+#if defined(__CUDACC__)
+#define SOLDER_HD __host__ __device__
+#else
+#define SOLDER_HD
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SOLDER_INLINE inline __attribute__((always_inline))
+#else
+#define SOLDER_INLINE inline
+#endif
+
+// `omp simd` asserts the loop has no carried dependence, so the compiler vectorizes
+// expression loops without per-pointer alias checks (the executor handles aliasing itself).
+#if defined(_OPENMP)
+#define SOLDER_SIMD _Pragma("omp simd")
+#else
+#define SOLDER_SIMD _Pragma("GCC ivdep")
+#endif
+
+#define SOLDER_PRAGMA(x) _Pragma(#x)
+#if defined(_OPENMP)
+#define SOLDER_OMP(x) SOLDER_PRAGMA(omp x)
+#else
+#define SOLDER_OMP(x)
+#endif

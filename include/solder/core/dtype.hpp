@@ -1,0 +1,66 @@
+// Element types and PyTorch's type promotion (torch.result_type), as compile-time functions.
+#pragma once
+#include <concepts>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace solder {
+
+template <class T>
+concept Element = std::same_as<T, float> || std::same_as<T, double> ||
+                  std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
+                  std::same_as<T, bool>;
+
+template <class T>
+constexpr std::string_view dtype_name() {
+  if constexpr (std::same_as<T, float>) return "float32";
+  else if constexpr (std::same_as<T, double>) return "float64";
+  else if constexpr (std::same_as<T, std::int32_t>) return "int32";
+  else if constexpr (std::same_as<T, std::int64_t>) return "int64";
+  else return "bool";
+}
+
+namespace detail {
+
+// PyTorch's categories: bool < integral < floating. Within a category the wider type wins.
+template <class T>
+constexpr int category = std::same_as<T, bool> ? 0 : std::is_integral_v<T> ? 1 : 2;
+
+template <class A, class B>
+struct promote {
+  using type = std::conditional_t<
+      (category<A> != category<B>), std::conditional_t<(category<A> > category<B>), A, B>,
+      std::conditional_t<(sizeof(A) >= sizeof(B)), A, B>>;
+};
+
+// A C++ literal is a "wrapped number": it only matters when its category is higher than
+// the tensor's (int tensor * 0.5f -> float32; float tensor * 0.5 stays float32;
+// bool tensor + 1 -> int64), as in PyTorch.
+template <class TensorT, class ScalarT>
+struct promote_with_scalar {
+  static constexpr int tc = category<TensorT>;
+  static constexpr int sc = category<ScalarT>;
+  using type = std::conditional_t<(sc <= tc), TensorT,
+                                  std::conditional_t<sc == 2, float, std::int64_t>>;
+};
+
+}  // namespace detail
+
+template <class... Ts>
+struct promote;
+template <class T>
+struct promote<T> {
+  using type = T;
+};
+template <class A, class B, class... Rest>
+struct promote<A, B, Rest...> : promote<typename detail::promote<A, B>::type, Rest...> {};
+
+template <class... Ts>
+using promote_t = typename promote<Ts...>::type;
+
+// The type floating-point ops compute in: ints and bool become float32 (PyTorch's default).
+template <class T>
+using floating_t = std::conditional_t<std::is_floating_point_v<T>, T, float>;
+
+}  // namespace solder

@@ -1,0 +1,124 @@
+// Map<Op, Children...>: an element-wise node (unary, binary, ternary) with NumPy broadcasting.
+// Never a kernel of its own: it is inlined into whichever kernel consumes it (rule 1).
+#pragma once
+#include <algorithm>
+#include <tuple>
+
+#include "node.hpp"
+#include "ops.hpp"
+
+namespace solder {
+
+namespace detail {
+
+template <class Op>
+constexpr int value_args_from() {
+  if constexpr (requires { Op::value_args_from; }) return Op::value_args_from;
+  else return 0;
+}
+
+// PyTorch's result_type over the value operands: tensors first, then wrapped numbers.
+template <class Acc, class... C>
+struct tensor_promotion {
+  using type = Acc;
+};
+template <class Acc, class C, class... Rest>
+struct tensor_promotion<Acc, C, Rest...> {
+  using v = typename C::value_type;
+  using next = typename std::conditional_t<
+      is_scalar<C>::value, std::type_identity<Acc>,
+      std::conditional_t<std::is_void_v<Acc>, std::type_identity<v>, promote<Acc, v>>>::type;
+  using type = typename tensor_promotion<next, Rest...>::type;
+};
+template <class Acc, class... C>
+struct with_scalars {
+  using type = Acc;
+};
+template <class Acc, class C, class... Rest>
+struct with_scalars<Acc, C, Rest...> {
+  using next = typename std::conditional_t<is_scalar<C>::value,
+                                           promote_with_scalar<Acc, typename C::value_type>,
+                                           std::type_identity<Acc>>::type;
+  using type = typename with_scalars<next, Rest...>::type;
+};
+template <class... C>
+struct value_promotion {
+  using t = typename tensor_promotion<void, C...>::type;
+  using base = std::conditional_t<std::is_void_v<t>, promote_t<typename C::value_type...>, t>;
+  using type = typename with_scalars<base, C...>::type;
+};
+
+template <class Tuple, std::size_t From, class Seq>
+struct drop_front;
+template <class... C, std::size_t From, std::size_t... I>
+struct drop_front<std::tuple<C...>, From, std::index_sequence<I...>> {
+  using type = typename value_promotion<std::tuple_element_t<From + I, std::tuple<C...>>...>::type;
+};
+
+// The first message of a static shape error names the op and both extents (DESIGN.md §5).
+template <class Op, auto A, auto B>
+constexpr void check_broadcast() {
+  static_assert(broadcastable(A, B),
+                "solder: element-wise op: operand shapes cannot be broadcast together");
+}
+
+template <class... C>
+constexpr auto map_extents() {
+  constexpr int R = std::max({0, C::rank...});
+  Extents<R> r{};
+  for (int i = 0; i < R; ++i) r.e[i] = 1;
+  ((r = broadcast_extents(r, C::static_extents)), ...);
+  return r;
+}
+
+template <class Op, class First, class... C>
+constexpr bool check_all_broadcast() {
+  (check_broadcast<Op, First::static_extents, C::static_extents>(), ...);
+  return true;
+}
+
+template <int R, std::size_t N>
+void broadcast_into(Index<R>& acc, std::array<std::int64_t, N> const& s, char const* op) {
+  constexpr int RC = static_cast<int>(N);
+  for (int i = 0; i < RC; ++i) {
+    std::int64_t& a = acc[R - RC + i];
+    if (a == 1) a = s[i];
+    else if (s[i] != 1 && s[i] != a)
+      fail(op, ": shapes ", shape_string<R>(acc), " and ", shape_string<RC>(s),
+           " cannot be broadcast together");
+  }
+}
+
+}  // namespace detail
+
+template <class Op, class... C>
+struct Map : detail::ExprTag {
+  using promoted =
+      typename detail::drop_front<std::tuple<C...>, detail::value_args_from<Op>(),
+                                  std::make_index_sequence<sizeof...(C) -
+                                                           detail::value_args_from<Op>()>>::type;
+  using compute_type = typename Op::template compute<promoted>;
+  using value_type = typename Op::template result<promoted>;
+  static constexpr int rank = std::max({0, C::rank...});
+  static_assert(sizeof...(C) < 2 || detail::check_all_broadcast<Op, C...>());
+  static constexpr auto static_extents = detail::map_extents<C...>();
+
+  Op op;
+  std::tuple<C...> children;
+  Index<rank> shape_;
+
+  Map(Op o, C... c) : op(o), children(std::move(c)...) {
+    shape_.fill(1);
+    std::apply([&](auto const&... ch) { (detail::broadcast_into<rank>(shape_, ch.shape(), Op::name), ...); },
+               children);
+  }
+  Index<rank> const& shape() const { return shape_; }
+  static std::string name() { return Op::name; }
+};
+
+template <class Op, class... X>
+auto make_map(Op op, X const&... x) {
+  return Map<Op, node_t<X>...>(op, as_node(x)...);
+}
+
+}  // namespace solder

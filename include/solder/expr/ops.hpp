@@ -1,0 +1,152 @@
+// The maths of every element-wise op, once: each functor runs in the host loop, in CUDA
+// kernels and in the eager baseline (DESIGN.md §5). A functor also says how it types its
+// result: `compute<P>` is what operands are cast to (P = their promoted type), `result<P>`
+// what it returns.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "../core/config.hpp"
+#include "../core/dtype.hpp"
+#include "../core/math.hpp"
+
+namespace solder::ops {
+
+struct Arith {  // + - * abs relu ...: same type in and out
+  template <class P>
+  using compute = P;
+  template <class P>
+  using result = P;
+};
+struct Floating {  // exp, log, true division ...: ints and bool compute in float32
+  template <class P>
+  using compute = floating_t<P>;
+  template <class P>
+  using result = floating_t<P>;
+};
+struct Predicate {  // comparisons and logic: bool out
+  template <class P>
+  using compute = P;
+  template <class P>
+  using result = bool;
+};
+
+#define SOLDER_UNARY(Name, Kind, label, expr)                     \
+  struct Name : Kind {                                            \
+    static constexpr char const* name = label;                    \
+    template <class T>                                            \
+    SOLDER_HD SOLDER_INLINE constexpr auto operator()(T x) const { \
+      return expr;                                                \
+    }                                                             \
+  };
+#define SOLDER_BINARY(Name, Kind, label, expr)                         \
+  struct Name : Kind {                                                 \
+    static constexpr char const* name = label;                         \
+    template <class T>                                                 \
+    SOLDER_HD SOLDER_INLINE constexpr auto operator()(T a, T b) const { \
+      return expr;                                                     \
+    }                                                                  \
+  };
+
+SOLDER_BINARY(Add, Arith, "add", static_cast<T>(a + b))
+SOLDER_BINARY(Sub, Arith, "sub", static_cast<T>(a - b))
+SOLDER_BINARY(Mul, Arith, "mul", static_cast<T>(a * b))
+SOLDER_BINARY(Div, Floating, "div", a / b)
+// NaN-propagating, like torch.maximum / torch.minimum.
+SOLDER_BINARY(Maximum, Arith, "maximum", (a > b || a != a) ? a : b)
+SOLDER_BINARY(Minimum, Arith, "minimum", (a < b || a != a) ? a : b)
+SOLDER_BINARY(Eq, Predicate, "eq", a == b)
+SOLDER_BINARY(Ne, Predicate, "ne", a != b)
+SOLDER_BINARY(Lt, Predicate, "lt", a < b)
+SOLDER_BINARY(Le, Predicate, "le", a <= b)
+SOLDER_BINARY(Gt, Predicate, "gt", a > b)
+SOLDER_BINARY(Ge, Predicate, "ge", a >= b)
+SOLDER_BINARY(LogicalAnd, Predicate, "logical_and", (a != T(0)) & (b != T(0)))
+SOLDER_BINARY(LogicalOr, Predicate, "logical_or", (a != T(0)) | (b != T(0)))
+SOLDER_BINARY(LogicalXor, Predicate, "logical_xor", (a != T(0)) != (b != T(0)))
+
+struct Pow : Arith {
+  static constexpr char const* name = "pow";
+  template <class T>
+  SOLDER_HD SOLDER_INLINE constexpr T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) return math::pow(a, b);
+    else return static_cast<T>(math::pow(static_cast<double>(a), static_cast<double>(b)));
+  }
+};
+
+SOLDER_UNARY(Neg, Arith, "neg", static_cast<T>(-x))
+SOLDER_UNARY(LogicalNot, Predicate, "logical_not", x == T(0))
+SOLDER_UNARY(Abs, Arith, "abs", x < T(0) ? static_cast<T>(-x) : x)
+SOLDER_UNARY(Relu, Arith, "relu", x < T(0) ? T(0) : x)  // NaN stays NaN
+SOLDER_UNARY(Exp, Floating, "exp", math::exp(x))
+SOLDER_UNARY(Expm1, Floating, "expm1", math::expm1(x))
+SOLDER_UNARY(Log, Floating, "log", math::log(x))
+SOLDER_UNARY(Log1p, Floating, "log1p", math::log1p(x))
+SOLDER_UNARY(Sqrt, Floating, "sqrt", math::sqrt(x))
+SOLDER_UNARY(Rsqrt, Floating, "rsqrt", math::rsqrt(x))
+SOLDER_UNARY(Tanh, Floating, "tanh", math::tanh(x))
+SOLDER_UNARY(Sigmoid, Floating, "sigmoid", math::sigmoid(x))
+SOLDER_UNARY(Erf, Floating, "erf", math::erf(x))
+SOLDER_UNARY(Sin, Floating, "sin", math::sin(x))
+SOLDER_UNARY(Cos, Floating, "cos", math::cos(x))
+SOLDER_UNARY(Silu, Floating, "silu", x * math::sigmoid(x))
+// gelu(x) = x/2 (1 + erf(x/sqrt 2)), and PyTorch's approximate="tanh" form.
+SOLDER_UNARY(Gelu, Floating, "gelu",
+             T(0.5) * x * (T(1) + math::erf(x * T(0.70710678118654752440))))
+SOLDER_UNARY(GeluTanh, Floating, "gelu_tanh",
+             T(0.5) * x *
+                 (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
+
+#undef SOLDER_UNARY
+#undef SOLDER_BINARY
+
+struct LeakyRelu : Arith {
+  static constexpr char const* name = "leaky_relu";
+  double slope;
+  template <class T>
+  SOLDER_HD SOLDER_INLINE constexpr T operator()(T x) const {
+    return x < T(0) ? static_cast<T>(x * static_cast<T>(slope)) : x;
+  }
+};
+
+// torch.nn.functional.softplus: log(1 + exp(beta x)) / beta, linear above the threshold.
+struct Softplus : Floating {
+  static constexpr char const* name = "softplus";
+  double beta = 1, threshold = 20;
+  template <class T>
+  SOLDER_HD SOLDER_INLINE constexpr T operator()(T x) const {
+    T bx = x * static_cast<T>(beta);
+    return bx > static_cast<T>(threshold) ? x : math::log1p(math::exp(bx)) / static_cast<T>(beta);
+  }
+};
+
+template <class U>
+struct Cast {
+  static constexpr char const* name = "cast";
+  template <class P>
+  using compute = P;
+  template <class P>
+  using result = U;
+  template <class T>
+  SOLDER_HD SOLDER_INLINE constexpr U operator()(T x) const {
+    if constexpr (std::is_same_v<U, bool>) return x != T(0);
+    else return static_cast<U>(x);
+  }
+};
+
+// where(cond, a, b): the condition is not promoted with the values (value_args_from = 1).
+struct Where {
+  static constexpr char const* name = "where";
+  static constexpr int value_args_from = 1;
+  template <class P>
+  using compute = P;
+  template <class P>
+  using result = P;
+  template <class T>
+  SOLDER_HD SOLDER_INLINE constexpr T operator()(bool c, T a, T b) const {
+    return c ? a : b;
+  }
+};
+
+}  // namespace solder::ops

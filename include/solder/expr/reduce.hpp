@@ -1,0 +1,257 @@
+// Reduce<Op, Child, NAxes, Keepdim>: a reduction over chosen axes — a kernel anchor (rule 2).
+// Element-wise producers fuse into it; element-wise consumers fuse too (expr/rows.hpp builds
+// softmax and layer norm this way); plan/plan.hpp decides where it must materialize instead.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "map.hpp"
+
+namespace solder {
+
+namespace ops {
+
+// Accumulators: float sums stay float (lane-blocked, see backend/host), integer and bool
+// sums widen to int64 as in PyTorch.
+template <class T>
+using sum_t = std::conditional_t<std::is_floating_point_v<T>, T, std::int64_t>;
+
+struct Sum {
+  static constexpr char const* name = "sum";
+  static constexpr bool needs_elements = false;
+  template <class T>
+  using acc = sum_t<T>;
+  template <class T>
+  using result = sum_t<T>;
+  template <class A>
+  SOLDER_HD static constexpr A identity() { return A(0); }
+  template <class A, class V>
+  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) { return a + A(v); }
+  template <class A>
+  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return a + b; }
+  template <class A>
+  SOLDER_HD static constexpr A finalize(A a, std::int64_t) { return a; }
+};
+
+struct Mean : Sum {
+  static constexpr char const* name = "mean";
+  template <class A>
+  SOLDER_HD static constexpr A finalize(A a, std::int64_t n) { return a / A(n); }
+};
+
+struct Prod {
+  static constexpr char const* name = "prod";
+  static constexpr bool needs_elements = false;
+  template <class T>
+  using acc = sum_t<T>;
+  template <class T>
+  using result = sum_t<T>;
+  template <class A>
+  SOLDER_HD static constexpr A identity() { return A(1); }
+  template <class A, class V>
+  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) { return a * A(v); }
+  template <class A>
+  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return a * b; }
+  template <class A>
+  SOLDER_HD static constexpr A finalize(A a, std::int64_t) { return a; }
+};
+
+// max/min propagate NaN like torch.amax: once NaN, always NaN.
+template <bool IsMax>
+struct Extremum {
+  static constexpr char const* name = IsMax ? "max" : "min";
+  static constexpr bool needs_elements = true;
+  template <class T>
+  using acc = T;
+  template <class T>
+  using result = T;
+  template <class A>
+  SOLDER_HD static constexpr A identity() {
+    if constexpr (std::is_floating_point_v<A>)
+      return IsMax ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+    else return IsMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+  }
+  template <class A>
+  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) {
+    return ((IsMax ? b > a : b < a) || b != b) ? b : a;
+  }
+  template <class A, class V>
+  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) { return merge(a, A(v)); }
+  template <class A>
+  SOLDER_HD static constexpr A finalize(A a, std::int64_t) { return a; }
+};
+using Max = Extremum<true>;
+using Min = Extremum<false>;
+
+template <class T>
+struct ArgAcc {
+  T value;
+  std::int64_t index;  // -1: nothing seen yet
+};
+
+// argmax/argmin: the first index of the extreme value; a NaN counts as the extreme.
+template <bool IsMax>
+struct ArgExtremum {
+  static constexpr char const* name = IsMax ? "argmax" : "argmin";
+  static constexpr bool needs_elements = true;
+  template <class T>
+  using acc = ArgAcc<T>;
+  template <class T>
+  using result = std::int64_t;
+  template <class A>
+  SOLDER_HD static constexpr A identity() { return A{{}, -1}; }
+  template <class A>
+  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) {
+    if (b.index < 0) return a;
+    if (a.index < 0) return b;
+    bool a_nan = a.value != a.value, b_nan = b.value != b.value;
+    bool better = IsMax ? b.value > a.value : b.value < a.value;
+    bool tie = (b.value == a.value) || (a_nan && b_nan);
+    return (!a_nan && (b_nan || better)) || (tie && b.index < a.index) ? b : a;
+  }
+  template <class A, class V>
+  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t i) {
+    return merge(a, A{static_cast<decltype(a.value)>(v), i});
+  }
+  template <class A>
+  SOLDER_HD static constexpr std::int64_t finalize(A a, std::int64_t) { return a.index; }
+};
+using Argmax = ArgExtremum<true>;
+using Argmin = ArgExtremum<false>;
+
+}  // namespace ops
+
+struct KeepDim {};
+inline constexpr KeepDim keepdim{};
+
+template <class Op, class C, int NA, bool Keep>
+struct Reduce : detail::ExprTag {
+  using op_type = Op;
+  using input_type = typename C::value_type;
+  using acc_type = typename Op::template acc<input_type>;
+  using value_type = typename Op::template result<input_type>;
+  static constexpr bool keepdim = Keep;
+  static constexpr int naxes = NA;
+  static constexpr int rank = Keep ? C::rank : C::rank - NA;
+  static_assert(NA >= 1 && NA <= C::rank, "solder: reduction: more dims than the input has");
+  static constexpr auto static_extents = [] {
+    Extents<rank> e = dynamic_extents<rank>();
+    if constexpr (NA == C::rank)  // a full reduction's shape is known: [] or [1, 1, ...]
+      for (int i = 0; i < rank; ++i) e.e[i] = 1;
+    return e;
+  }();
+
+  C child;
+  std::array<int, NA> axes;  // sorted, distinct, non-negative
+  Index<rank> shape_;
+  std::int64_t count = 1;  // elements folded into each output
+
+  Reduce(C c, std::array<std::int64_t, NA> const& dims) : child(std::move(c)) {
+    for (int i = 0; i < NA; ++i) axes[i] = wrap_dim(dims[i], C::rank, Op::name);
+    std::sort(axes.begin(), axes.end());
+    for (int i = 1; i < NA; ++i)
+      detail::check(axes[i] != axes[i - 1], Op::name, ": dim ", axes[i], " appears twice");
+    auto const& s = child.shape();
+    int o = 0;
+    for (int d = 0; d < C::rank; ++d) {
+      bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+      if (reduced) count *= s[d];
+      if (!reduced) shape_[o++] = s[d];
+      else if (Keep) shape_[o++] = 1;
+    }
+    // PyTorch: max/min/argmax over an empty dim have no identity and are errors.
+    if constexpr (Op::needs_elements)
+      detail::check(count > 0 || numel_of<rank>(shape_) == 0, Op::name,
+                    ": cannot reduce over an empty dim of shape ", shape_string<C::rank>(s));
+  }
+  Index<rank> const& shape() const { return shape_; }
+  static std::string name() { return Op::name; }
+};
+
+namespace detail {
+
+template <class Op, bool Keep, class X, std::size_t N>
+auto make_reduce(X const& x, std::array<std::int64_t, N> const& dims) {
+  using C = node_t<X>;
+  static_assert(C::rank >= 1, "solder: reduction of a rank-0 value");
+  if constexpr (std::is_same_v<Op, ops::Mean>)
+    static_assert(std::is_floating_point_v<typename C::value_type>,
+                  "solder: mean: the input must be floating point (use sd::cast<float>)");
+  return Reduce<Op, C, static_cast<int>(N), Keep>(as_node(x), dims);
+}
+
+template <int R>
+std::array<std::int64_t, R> all_dims() {
+  std::array<std::int64_t, R> d{};
+  for (int i = 0; i < R; ++i) d[i] = i;
+  return d;
+}
+
+template <std::size_t N>
+std::array<std::int64_t, N> dims_of(int const (&d)[N]) {
+  std::array<std::int64_t, N> a{};
+  for (std::size_t i = 0; i < N; ++i) a[i] = d[i];
+  return a;
+}
+
+}  // namespace detail
+
+// sum(x) over everything; sum(x, dim); sum(x, {d0, d1}); each with an optional sd::keepdim.
+#define SOLDER_REDUCTION(fn, Op)                                                          \
+  template <Lazy X>                                                                        \
+  auto fn(X const& x) {                                                                    \
+    return detail::make_reduce<ops::Op, false>(x, detail::all_dims<node_t<X>::rank>());    \
+  }                                                                                        \
+  template <Lazy X>                                                                        \
+  auto fn(X const& x, std::int64_t dim) {                                                  \
+    return detail::make_reduce<ops::Op, false>(x, std::array<std::int64_t, 1>{dim});       \
+  }                                                                                        \
+  template <Lazy X>                                                                        \
+  auto fn(X const& x, std::int64_t dim, KeepDim) {                                         \
+    return detail::make_reduce<ops::Op, true>(x, std::array<std::int64_t, 1>{dim});        \
+  }                                                                                        \
+  template <Lazy X, std::size_t N>                                                         \
+  auto fn(X const& x, int const (&dims)[N]) {                                              \
+    return detail::make_reduce<ops::Op, false>(x, detail::dims_of(dims));                  \
+  }                                                                                        \
+  template <Lazy X, std::size_t N>                                                         \
+  auto fn(X const& x, int const (&dims)[N], KeepDim) {                                     \
+    return detail::make_reduce<ops::Op, true>(x, detail::dims_of(dims));                   \
+  }
+SOLDER_REDUCTION(sum, Sum)
+SOLDER_REDUCTION(mean, Mean)
+SOLDER_REDUCTION(prod, Prod)
+SOLDER_REDUCTION(max, Max)
+SOLDER_REDUCTION(min, Min)
+SOLDER_REDUCTION(amax, Max)
+SOLDER_REDUCTION(amin, Min)
+#undef SOLDER_REDUCTION
+
+// argmax(x): index into the flattened input; argmax(x, dim [, keepdim]): index along dim.
+template <Lazy X>
+auto argmax(X const& x) {
+  return detail::make_reduce<ops::Argmax, false>(x, detail::all_dims<node_t<X>::rank>());
+}
+template <Lazy X>
+auto argmax(X const& x, std::int64_t dim) {
+  return detail::make_reduce<ops::Argmax, false>(x, std::array<std::int64_t, 1>{dim});
+}
+template <Lazy X>
+auto argmax(X const& x, std::int64_t dim, KeepDim) {
+  return detail::make_reduce<ops::Argmax, true>(x, std::array<std::int64_t, 1>{dim});
+}
+template <Lazy X>
+auto argmin(X const& x) {
+  return detail::make_reduce<ops::Argmin, false>(x, detail::all_dims<node_t<X>::rank>());
+}
+template <Lazy X>
+auto argmin(X const& x, std::int64_t dim) {
+  return detail::make_reduce<ops::Argmin, false>(x, std::array<std::int64_t, 1>{dim});
+}
+template <Lazy X>
+auto argmin(X const& x, std::int64_t dim, KeepDim) {
+  return detail::make_reduce<ops::Argmin, true>(x, std::array<std::int64_t, 1>{dim});
+}
+
+}  // namespace solder

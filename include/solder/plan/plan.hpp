@@ -1,0 +1,126 @@
+// The planner: a compile-time fold over an expression's type that cuts it into kernels
+// (DESIGN.md §3), plus the run-time half that only shapes can decide (which axes a fused
+// reduction's consumers run along). Backends build their evaluators from these answers.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "../expr/reduce.hpp"
+
+namespace solder {
+
+namespace detail {
+
+template <class N>
+struct is_reduce : std::false_type {};
+template <class Op, class C, int NA, bool K>
+struct is_reduce<Reduce<Op, C, NA, K>> : std::true_type {};
+template <class N>
+struct is_map : std::false_type {};
+template <class Op, class... C>
+struct is_map<Map<Op, C...>> : std::true_type {};
+
+// Where a node is evaluated: in a kernel whose index space has rank D, either on the path
+// from the kernel's output (InReduce = false) or inside a fused reduction's input.
+//
+// Rule 2: a reduction fuses with its consumers when its result has the rank of the kernel's
+// index space, so it only broadcasts along axes it reduced (keepdim, or it is the output).
+// Inside another reduction's input it must be keepdim: it is then computed once per line of
+// the outer reduction. Anything else is a break (rule 5) and materializes.
+template <class N, int D, bool InReduce>
+constexpr bool is_break() {
+  if constexpr (is_reduce<N>::value) return InReduce ? !(N::keepdim && N::rank == D) : N::rank != D;
+  else return false;
+}
+
+template <class N, int D, bool InReduce>
+std::string break_reason() {
+  if constexpr (InReduce)
+    return std::string(N::name()) +
+           " inside another reduction's input is not keepdim over the same index space";
+  else
+    return std::string(N::name()) + " result (rank " + std::to_string(N::rank) +
+           ") is broadcast into a kernel of rank " + std::to_string(D);
+}
+
+// Kernels that the breaks below N add to the kernel N belongs to.
+template <class N, int D, bool InReduce>
+constexpr int kernels_below();
+
+template <class N>
+constexpr int kernels_of() {
+  if constexpr (is_reduce<N>::value)
+    return 1 + kernels_below<decltype(N::child), decltype(N::child)::rank, true>();
+  else return 1 + kernels_below<N, N::rank, false>();
+}
+
+template <class N, int D, bool InReduce>
+constexpr int kernels_below() {
+  if constexpr (is_break<N, D, InReduce>()) {
+    return kernels_of<N>();
+  } else if constexpr (is_reduce<N>::value) {
+    return kernels_below<decltype(N::child), decltype(N::child)::rank, true>();
+  } else if constexpr (is_map<N>::value) {
+    return []<class... C>(std::tuple<C...> const*) {
+      return (0 + ... + kernels_below<C, D, InReduce>());
+    }(static_cast<decltype(N::children) const*>(nullptr));
+  } else {
+    return 0;
+  }
+}
+
+}  // namespace detail
+
+// How many kernels evaluating E takes: a compile-time constant (DESIGN.md §1).
+template <class E>
+inline constexpr int kernel_count = detail::kernels_of<node_t<E>>();
+
+namespace detail {
+
+// The run-time half: the axes of the kernel's index space along which fused reductions are
+// broadcast ("lines"). Each line is computed as: prepare the reductions, then the outputs.
+// Empty: every output point is its own line (reduction kernels) or there is no reduction.
+template <int D>
+struct Lines {
+  std::array<bool, D> axis{};  // axis[i]: i runs inside a line
+  bool any() const { return std::find(axis.begin(), axis.end(), true) != axis.end(); }
+};
+
+// Visits the fused reductions on the path from a kernel's output, skipping breaks.
+template <int D, bool InReduce, class N, class F>
+void for_each_fused_reduce(N const& n, F&& f) {
+  if constexpr (is_break<N, D, InReduce>()) {
+    return;
+  } else if constexpr (is_reduce<N>::value) {
+    f(n);
+  } else if constexpr (is_map<N>::value) {
+    std::apply([&](auto const&... c) { (for_each_fused_reduce<D, InReduce>(c, f), ...); },
+               n.children);
+  }
+}
+
+// A fused reduction's value must not vary along the lines of its consumer: its extent is 1
+// on every line axis. Throws (naming the op and the shapes) when two reductions of one kernel
+// disagree — evaluate one of them first with sd::eval.
+template <int D, bool InReduce, class N>
+Lines<D> plan_lines(N const& root, Index<D> const& domain) {
+  Lines<D> lines;
+  for_each_fused_reduce<D, InReduce>(root, [&](auto const& r) {
+    auto const& s = r.shape();
+    for (int i = 0; i < D; ++i)
+      if (s[i] == 1 && domain[i] != 1) lines.axis[i] = true;
+  });
+  for_each_fused_reduce<D, InReduce>(root, [&](auto const& r) {
+    auto const& s = r.shape();
+    for (int i = 0; i < D; ++i)
+      check(!lines.axis[i] || s[i] == 1, r.name(), ": its result of shape ",
+            shape_string<D>(s), " varies along axis ", i,
+            " on which another reduction of the same kernel is broadcast over ",
+            shape_string<D>(domain), "; evaluate one of them first with sd::eval");
+  });
+  return lines;
+}
+
+}  // namespace detail
+}  // namespace solder

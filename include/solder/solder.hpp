@@ -1,0 +1,25 @@
+// solder: deep-learning maths as C++ expressions that the compiler fuses into kernels.
+// The one header users include. Layers, top to bottom (DESIGN.md §2):
+//   core/     tensors, extents, dtypes, errors, views, factories
+//   expr/     expression nodes and the functions that build them
+//   plan/     the compile-time fusion planner: kernel_count, explain, eager
+//   backend/  executors that run one planned kernel (host: OpenMP)
+#pragma once
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/dtype.hpp"
+#include "core/extents.hpp"
+#include "core/device.hpp"
+#include "core/threads.hpp"
+#include "core/tensor.hpp"
+
+#include "expr/node.hpp"
+#include "expr/map.hpp"
+#include "expr/functions.hpp"
+#include "expr/reduce.hpp"
+
+#include "plan/plan.hpp"
+
+#include "backend/host/evaluators.hpp"
+#include "backend/host/executor.hpp"
