@@ -13,13 +13,21 @@
 #include "core/device.hpp"
 #include "core/threads.hpp"
 #include "core/tensor.hpp"
+#include "core/random.hpp"
+#include "core/factories.hpp"
+#include "core/print.hpp"
 
 #include "expr/node.hpp"
 #include "expr/map.hpp"
 #include "expr/functions.hpp"
 #include "expr/reduce.hpp"
+#include "expr/rows.hpp"
 
 #include "plan/plan.hpp"
+#include "core/views.hpp"
 
 #include "backend/host/evaluators.hpp"
 #include "backend/host/executor.hpp"
+
+#include "plan/eager.hpp"
+#include "plan/explain.hpp"

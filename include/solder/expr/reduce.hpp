@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <limits>
 
 #include "map.hpp"
@@ -122,6 +123,15 @@ using Argmin = ArgExtremum<false>;
 
 }  // namespace ops
 
+namespace detail {
+// Identifies a reduction across copies of the expression that holds it, so a reduction used
+// twice in one kernel is computed once (rule 4).
+inline std::uint64_t next_reduce_id() {
+  static std::atomic<std::uint64_t> n{0};
+  return ++n;
+}
+}  // namespace detail
+
 struct KeepDim {};
 inline constexpr KeepDim keepdim{};
 
@@ -146,6 +156,7 @@ struct Reduce : detail::ExprTag {
   std::array<int, NA> axes;  // sorted, distinct, non-negative
   Index<rank> shape_;
   std::int64_t count = 1;  // elements folded into each output
+  std::uint64_t id = detail::next_reduce_id();
 
   Reduce(C c, std::array<std::int64_t, NA> const& dims) : child(std::move(c)) {
     for (int i = 0; i < NA; ++i) axes[i] = wrap_dim(dims[i], C::rank, Op::name);

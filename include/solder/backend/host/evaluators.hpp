@@ -19,6 +19,29 @@ namespace solder::detail::host {
 
 using Temps = std::vector<std::shared_ptr<void const>>;  // breaks' results, alive for a kernel
 
+// The reductions of one evaluator copy, so a reduction used twice reads the first one's
+// value instead of computing it again (rule 4). Rebuilt for each per-thread copy.
+struct Links {
+  static constexpr int capacity = 16;
+  std::uint64_t id[capacity];
+  void const* type[capacity];
+  void const* eval[capacity];
+  int n = 0;
+  void const* find(std::uint64_t i, void const* t) const {
+    for (int k = 0; k < n; ++k)
+      if (id[k] == i && type[k] == t) return eval[k];
+    return nullptr;
+  }
+  void add(std::uint64_t i, void const* t, void const* e) {
+    if (n < capacity) id[n] = i, type[n] = t, eval[n] = e, ++n;
+  }
+};
+template <class T>
+void const* type_key() {
+  static char const key = 0;
+  return &key;
+}
+
 template <int D>
 SOLDER_INLINE std::int64_t dot(Index<D> const& i, Index<D> const& st) {
   std::int64_t o = 0;
@@ -48,6 +71,7 @@ struct LeafEval {
   SOLDER_INLINE T at(Index<D> const& i) const { return base[dot<D>(i, st)]; }
   bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
   void set_split(bool) {}
+  void link(Links&) {}
 };
 
 // A tensor seen from a kernel's index space of rank D: right-aligned, broadcast axes stride 0.
@@ -71,6 +95,7 @@ struct ScalarEval {
   SOLDER_INLINE T at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }
   void set_split(bool) {}
+  void link(Links&) {}
 };
 
 template <class Op, class Compute, int D, class... E>
@@ -105,6 +130,9 @@ struct MapEval {
   }
   void set_split(bool s) {
     std::apply([&](auto&... e) { (e.set_split(s), ...); }, c);
+  }
+  void link(Links& l) {
+    std::apply([&](auto&... e) { (e.link(l), ...); }, c);
   }
 };
 
@@ -143,11 +171,19 @@ struct ReduceEval {
   std::int64_t count = 1;
   bool block = false;         // reduced axes are trailing and contiguous: one run
   bool split = false;         // a lone output: its reduction is split across threads
+  std::uint64_t id = 0;
+  ReduceEval const* first = nullptr;  // the same reduction, earlier in this kernel
+  Index<F> at_f{};                     // where `value` was computed
   R value{};
 
   SOLDER_INLINE void prepare(Index<D> const& p) {
     Index<F> f{};
     for (int k = 0; k < F; ++k) f[k] = (src[k] >= 0 && out[src[k]] != 1) ? p[src[k]] : 0;
+    if (first && first->at_f == f) {
+      value = first->value;
+      return;
+    }
+    at_f = f;
     child.prepare(f);
     A acc;
     if (block) {
@@ -196,6 +232,11 @@ struct ReduceEval {
   SOLDER_INLINE R at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }  // constant along its lines
   void set_split(bool s) { split = s; }
+  void link(Links& l) {
+    first = static_cast<ReduceEval const*>(l.find(id, type_key<ReduceEval>()));
+    if (!first) l.add(id, type_key<ReduceEval>(), this);
+    child.link(l);
+  }
 };
 
 template <int D, bool InReduce, class N>
@@ -234,6 +275,7 @@ auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
     ev.axes = n.axes;
     ev.out = n.shape();
     ev.count = n.count;
+    ev.id = n.id;
     int o = 0;
     for (int k = 0; k < F; ++k) {
       bool reduced = std::find(n.axes.begin(), n.axes.end(), k) != n.axes.end();

@@ -44,6 +44,8 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
   // One long run and nothing to prepare: split the run itself across threads.
   if (outer == 1 && contiguous && parallel) {
     ev.set_split(false);
+    Links links;
+    ev.link(links);
     Index<D> zero{};
     ev.prepare(zero);
     SOLDER_OMP(parallel) {
@@ -66,6 +68,8 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
   bool par_outer = parallel && outer >= threads;
   SOLDER_OMP(parallel if (par_outer)) {
     Ev e = ev;
+    Links links;
+    e.link(links);
     Index<D> idx{};
     SOLDER_OMP(for schedule(static))
     for (std::int64_t o = 0; o < outer; ++o) {

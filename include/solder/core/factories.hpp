@@ -1,0 +1,126 @@
+// Factories (zeros, ones, full, arange, rand, randn, from a vector or a pointer) and the way
+// back out (to_vector). Shapes are sd::shape(...) values or plain sizes.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "../core/math.hpp"
+#include "random.hpp"
+#include "tensor.hpp"
+#include "threads.hpp"
+
+namespace solder {
+
+namespace detail {
+
+template <class T, auto E, class F>
+BasicTensor<T, E, Host> generate(Shape<E> const& s, F const& f) {
+  BasicTensor<T, E, Host> t(s);
+  T* p = t.data();
+  std::int64_t n = t.numel();
+  SOLDER_OMP(parallel for schedule(static) if (n > 65536))
+  for (std::int64_t i = 0; i < n; ++i) p[i] = f(i);
+  return t;
+}
+
+template <class... I>
+auto shape_of(I... sizes) {
+  return shape(static_cast<std::int64_t>(sizes)...);
+}
+
+}  // namespace detail
+
+template <Element T, auto E>
+auto full(Shape<E> const& s, T value) {
+  return detail::generate<T>(s, [value](std::int64_t) { return value; });
+}
+template <Element T, auto E>
+auto zeros(Shape<E> const& s) {
+  return full<T>(s, T(0));
+}
+template <Element T, auto E>
+auto ones(Shape<E> const& s) {
+  return full<T>(s, T(1));
+}
+template <Element T, std::integral... I>
+auto zeros(I... sizes) {
+  return zeros<T>(detail::shape_of(sizes...));
+}
+template <Element T, std::integral... I>
+auto ones(I... sizes) {
+  return ones<T>(detail::shape_of(sizes...));
+}
+
+// arange(start, end, step): [start, end) in steps, as torch.arange.
+template <Element T>
+auto arange(double start, double end, double step = 1) {
+  detail::check(step != 0, "arange: step must be non-zero");
+  double n = std::ceil((end - start) / step);
+  std::int64_t count = n > 0 ? static_cast<std::int64_t>(n) : 0;
+  return detail::generate<T>(shape(count), [=](std::int64_t i) { return static_cast<T>(start + i * step); });
+}
+template <Element T>
+auto arange(double end) {
+  return arange<T>(0, end);
+}
+
+// rand: uniform in [low, high); randn: standard normal (Box-Muller on Philox pairs).
+template <std::floating_point T, auto E>
+auto rand(Shape<E> const& s, T low = T(0), T high = T(1)) {
+  auto& st = detail::rng_state();
+  std::uint64_t seed = st.seed, base = st.offset;
+  st.offset += static_cast<std::uint64_t>(numel_of<decltype(E)::rank>(s.dims) + 3) / 4;
+  return detail::generate<T>(s, [=](std::int64_t i) {
+    auto b = detail::Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 4);
+    return static_cast<T>(low + (high - low) * detail::Philox::to_unit(b[i % 4]));
+  });
+}
+template <std::floating_point T, auto E>
+auto randn(Shape<E> const& s) {
+  auto& st = detail::rng_state();
+  std::uint64_t seed = st.seed, base = st.offset;
+  st.offset += static_cast<std::uint64_t>(numel_of<decltype(E)::rank>(s.dims) + 1) / 2;
+  return detail::generate<T>(s, [=](std::int64_t i) {
+    auto b = detail::Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 2);
+    int k = static_cast<int>(i % 2) * 2;
+    float u1 = 1.0f - detail::Philox::to_unit(b[k]);  // (0, 1]: log stays finite
+    float u2 = detail::Philox::to_unit(b[k + 1]);
+    float r = math::sqrt(-2.0f * math::log(u1));
+    return static_cast<T>(r * math::cos(6.2831853071795864769f * u2));
+  });
+}
+
+// Copies: from a vector (rank 1, or reshaped to `s`) or from a pointer to numel(s) values.
+template <Element T, auto E>
+auto from_pointer(T const* data, Shape<E> const& s) {
+  return detail::generate<T>(s, [data](std::int64_t i) { return data[i]; });
+}
+template <Element T>
+auto from_vector(std::vector<T> const& v) {
+  return from_pointer(v.data(), shape(static_cast<std::int64_t>(v.size())));
+}
+template <Element T, auto E>
+auto from_vector(std::vector<T> const& v, Shape<E> const& s) {
+  detail::check(static_cast<std::int64_t>(v.size()) == numel_of<decltype(E)::rank>(s.dims),
+                "from_vector: ", v.size(), " values for shape ",
+                shape_string<decltype(E)::rank>(s.dims));
+  return from_pointer(v.data(), s);
+}
+
+// The elements in row-major order, whatever the tensor's strides.
+template <TensorType TT>
+auto to_vector(TT const& t) {
+  constexpr int R = TT::rank;
+  std::vector<typename TT::value_type> out(static_cast<std::size_t>(t.numel()));
+  Index<R> idx{};
+  for (auto& v : out) {
+    v = t.data()[t.offset_of(idx)];
+    for (int a = R - 1; a >= 0; --a) {
+      if (++idx[a] < t.shape()[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace solder

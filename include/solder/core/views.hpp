@@ -1,0 +1,243 @@
+// Views: new shapes and strides over the same storage, no copies (as torch.Tensor.view &
+// friends). On tensors they return tensors; on element-wise expressions they are pushed down
+// to the leaves, so they stay fused (rule 1).
+#pragma once
+#include <algorithm>
+
+#include "../expr/map.hpp"
+#include "../plan/plan.hpp"
+
+namespace solder {
+
+namespace detail {
+template <class T, int R>
+using DynTensor = BasicTensor<T, dynamic_extents<R>(), Host>;
+
+template <int R, class TT>
+auto view_of(TT const& t, Index<R> const& s, Index<R> const& st, std::int64_t offset = 0) {
+  return TT::template make_view<R>(t.storage(), t.data() + offset, s, st);
+}
+}  // namespace detail
+
+template <TensorType TT>
+auto transpose(TT const& t, std::int64_t d0, std::int64_t d1) {
+  constexpr int R = TT::rank;
+  int a = wrap_dim(d0, R, "transpose"), b = wrap_dim(d1, R, "transpose");
+  Index<R> s = t.shape(), st = t.strides();
+  std::swap(s[a], s[b]);
+  std::swap(st[a], st[b]);
+  return detail::view_of<R>(t, s, st);
+}
+
+template <TensorType TT>
+auto permute(TT const& t, std::array<std::int64_t, TT::rank> const& dims) {
+  constexpr int R = TT::rank;
+  Index<R> s{}, st{};
+  std::array<bool, R> seen{};
+  for (int i = 0; i < R; ++i) {
+    int d = wrap_dim(dims[i], R, "permute");
+    detail::check(!seen[d], "permute: dim ", dims[i], " appears twice");
+    seen[d] = true;
+    s[i] = t.shape()[d];
+    st[i] = t.strides()[d];
+  }
+  return detail::view_of<R>(t, s, st);
+}
+
+// slice(t, dim, start, end, step): Python's t[..., start:end:step, ...] (bounds clamped).
+template <TensorType TT>
+auto slice(TT const& t, std::int64_t dim, std::int64_t start, std::int64_t end,
+           std::int64_t step = 1) {
+  constexpr int R = TT::rank;
+  int d = wrap_dim(dim, R, "slice");
+  detail::check(step > 0, "slice: step must be positive, got ", step);
+  std::int64_t n = t.shape()[d];
+  auto clampi = [n](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + n : i, 0, n); };
+  std::int64_t b = clampi(start), e = std::max(clampi(end), b);
+  Index<R> s = t.shape(), st = t.strides();
+  s[d] = (e - b + step - 1) / step;
+  st[d] *= step;
+  return detail::view_of<R>(t, s, st, b * t.strides()[d]);
+}
+
+template <TensorType TT>
+auto narrow(TT const& t, std::int64_t dim, std::int64_t start, std::int64_t length) {
+  int d = wrap_dim(dim, TT::rank, "narrow");
+  detail::check(start >= 0 && length >= 0 && start + length <= t.shape()[d], "narrow: [", start,
+                ", ", start + length, ") out of range for dim ", d, " of shape ",
+                shape_string<TT::rank>(t.shape()));
+  return slice(t, d, start, start + length);
+}
+
+template <TensorType TT>
+auto unsqueeze(TT const& t, std::int64_t dim) {
+  constexpr int R = TT::rank;
+  int d = wrap_dim(dim, R + 1, "unsqueeze");
+  Index<R + 1> s{}, st{};
+  for (int i = 0, j = 0; i < R + 1; ++i) {
+    if (i == d) {
+      s[i] = 1;
+      st[i] = (j < R ? t.strides()[j] * t.shape()[j] : 1);
+    } else {
+      s[i] = t.shape()[j];
+      st[i] = t.strides()[j];
+      ++j;
+    }
+  }
+  return detail::view_of<R + 1>(t, s, st);
+}
+
+template <TensorType TT>
+auto squeeze(TT const& t, std::int64_t dim) {
+  constexpr int R = TT::rank;
+  static_assert(R >= 1, "solder: squeeze of a rank-0 tensor");
+  int d = wrap_dim(dim, R, "squeeze");
+  detail::check(t.shape()[d] == 1, "squeeze: dim ", d, " of shape ", shape_string<R>(t.shape()),
+                " has size ", t.shape()[d], ", not 1");
+  Index<R - 1> s{}, st{};
+  for (int i = 0, j = 0; i < R; ++i)
+    if (i != d) {
+      s[j] = t.shape()[i];
+      st[j] = t.strides()[i];
+      ++j;
+    }
+  return detail::view_of<R - 1>(t, s, st);
+}
+
+// expand / broadcast_to: size-1 axes (and new leading axes) repeat with stride 0.
+template <TensorType TT, std::size_t N>
+auto expand(TT const& t, std::array<std::int64_t, N> const& shape) {
+  constexpr int R = TT::rank, R2 = static_cast<int>(N);
+  static_assert(R2 >= R, "solder: expand: the target has fewer dims than the tensor");
+  Index<R2> s{}, st{};
+  for (int i = 0; i < R2; ++i) {
+    int j = i - (R2 - R);
+    std::int64_t want = shape[i];
+    if (j < 0) {
+      detail::check(want >= 0, "expand: new dim ", i, " has size ", want);
+      s[i] = want;
+      st[i] = 0;
+      continue;
+    }
+    std::int64_t have = t.shape()[j];
+    if (want == -1) want = have;
+    detail::check(have == want || have == 1, "expand: shape ", shape_string<R>(t.shape()),
+                  " cannot be expanded to ", shape_string<R2>(Index<R2>(shape)));
+    s[i] = want;
+    st[i] = have == want ? t.strides()[j] : 0;
+  }
+  return detail::view_of<R2>(t, s, st);
+}
+template <TensorType TT, auto E>
+auto broadcast_to(TT const& t, Shape<E> const& s) {
+  return expand(t, s.dims);
+}
+
+// view(t, shape): a new shape over contiguous storage (one extent may be -1); never copies.
+// reshape(t, shape): the same, or a contiguous copy when t's strides do not allow a view.
+template <TensorType TT, std::size_t N>
+auto view(TT const& t, std::array<std::int64_t, N> shape) {
+  constexpr int R2 = static_cast<int>(N);
+  std::int64_t known = 1, infer = -1;
+  for (int i = 0; i < R2; ++i) {
+    if (shape[i] == -1) {
+      detail::check(infer < 0, "view: only one dim can be -1");
+      infer = i;
+    } else {
+      detail::check(shape[i] >= 0, "view: invalid size ", shape[i]);
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    detail::check(known != 0 && t.numel() % known == 0, "view: shape ",
+                  shape_string<R2>(Index<R2>(shape)), " is invalid for ", t.numel(), " elements");
+    shape[infer] = t.numel() / known;
+  }
+  Index<R2> s(shape);
+  detail::check(numel_of<R2>(s) == t.numel(), "view: shape ", shape_string<R2>(s),
+                " is invalid for input of shape ", shape_string<TT::rank>(t.shape()));
+  detail::check(t.is_contiguous(), "view: the tensor of shape ", shape_string<TT::rank>(t.shape()),
+                " is not contiguous; use reshape (which copies)");
+  return detail::view_of<R2>(t, s, contiguous_strides<R2>(s));
+}
+template <TensorType TT, auto E>
+auto view(TT const& t, Shape<E> const& s) {
+  return view(t, s.dims);
+}
+
+template <TensorType TT, std::size_t N>
+auto reshape(TT const& t, std::array<std::int64_t, N> const& shape) {
+  if (t.is_contiguous()) return view(t, shape);
+  return view(t.clone(), shape);
+}
+template <TensorType TT, auto E>
+auto reshape(TT const& t, Shape<E> const& s) {
+  return reshape(t, s.dims);
+}
+
+// flatten<Start, End>(t): dims Start..End merged into one. Template arguments, because they
+// decide the result's rank, which is part of its type.
+template <int Start = 0, int End = -1, TensorType TT>
+auto flatten(TT const& t) {
+  constexpr int R = TT::rank;
+  constexpr int s = Start < 0 ? Start + R : Start, e = End < 0 ? End + R : End;
+  static_assert(R == 0 || (0 <= s && s <= e && e < R), "solder: flatten: dims out of range");
+  if constexpr (R == 0) {
+    return reshape(t, std::array<std::int64_t, 1>{1});
+  } else {
+    std::array<std::int64_t, R - (e - s)> out{};
+    for (int i = 0, j = 0; i < R; ++i) {
+      if (i > s && i <= e) {
+        out[j - 1] *= t.shape()[i];
+        continue;
+      }
+      out[j++] = t.shape()[i];
+    }
+    return reshape(t, out);
+  }
+}
+
+namespace detail {
+
+// Applies a tensor view to every input of an element-wise expression of shape `full`,
+// after broadcasting each input to that shape (so the view means the same for all).
+template <class N, int R, class F>
+auto push_view(N const& n, Index<R> const& full, F const& f) {
+  if constexpr (is_leaf<N>::value) {
+    return as_node(f(expand(n.tensor, full)));
+  } else if constexpr (is_scalar<N>::value) {
+    return n;
+  } else if constexpr (is_map<N>::value) {
+    return std::apply([&](auto const&... c) { return make_map(n.op, push_view(c, full, f)...); },
+                      n.children);
+  } else {
+    static_assert(!is_reduce<N>::value,
+                  "solder: a view of an expression that contains a reduction: evaluate the "
+                  "reduction first with sd::eval");
+  }
+}
+
+}  // namespace detail
+
+template <Expr X>
+auto transpose(X const& x, std::int64_t d0, std::int64_t d1) {
+  return detail::push_view(x, x.shape(), [&](auto const& t) { return transpose(t, d0, d1); });
+}
+template <Expr X>
+auto permute(X const& x, std::array<std::int64_t, X::rank> const& dims) {
+  return detail::push_view(x, x.shape(), [&](auto const& t) { return permute(t, dims); });
+}
+template <Expr X>
+auto slice(X const& x, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) {
+  return detail::push_view(x, x.shape(), [&](auto const& t) { return slice(t, dim, start, end, step); });
+}
+template <Expr X>
+auto unsqueeze(X const& x, std::int64_t dim) {
+  return detail::push_view(x, x.shape(), [&](auto const& t) { return unsqueeze(t, dim); });
+}
+template <Expr X, std::size_t N>
+auto expand(X const& x, std::array<std::int64_t, N> const& shape) {
+  return detail::push_view(x, x.shape(), [&](auto const& t) { return expand(t, shape); });
+}
+
+}  // namespace solder

@@ -1,0 +1,179 @@
+// sd::explain(e): the plan in words — the kernels, the nodes fused into each, the bytes each
+// reads and writes, and every break with its reason. sd::explain_dot(e): the same as a
+// Graphviz digraph, one cluster per kernel. Both walk the same compile-time plan as the
+// executor (plan.hpp), with the expression's run-time shapes.
+#pragma once
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <iomanip>
+
+#include "eager.hpp"
+
+namespace solder {
+
+namespace detail {
+
+struct KernelInfo {
+  std::string kind, shape, dtype, expr, reason;
+  int fused = 0;
+  std::int64_t read = 0, written = 0;
+  std::set<void const*> inputs;  // counted once per kernel however often they are used
+  std::map<std::uint64_t, int> reductions;  // reduce id -> label number, for reuse (rule 4)
+};
+
+struct Explainer {
+  std::vector<KernelInfo> kernels;
+  std::map<void const*, std::string> names;  // storage -> "in0", "in1", ...
+  std::ostringstream dot;
+  int dot_id = 0, clusters = 0;
+
+  std::string input_name(void const* p) {
+    auto it = names.find(p);
+    if (it != names.end()) return it->second;
+    return names[p] = "in" + std::to_string(names.size());
+  }
+  int node(std::string const& label, int cluster) {
+    dot << "  subgraph cluster_k" << cluster << " { n" << dot_id << " [label=\"" << label
+        << "\"]; }\n";
+    return dot_id++;
+  }
+  void edge(int from, int to) { dot << "  n" << from << " -> n" << to << ";\n"; }
+};
+
+template <class V>
+std::string scalar_text(V v) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<V, bool>) os << (v ? "true" : "false");
+  else os << v;
+  return os.str();
+}
+
+template <class N>
+int plan_kernel(N const& n, Explainer& x, std::string reason);
+
+// Describes node n of kernel k (dot cluster `cl`); returns its text and its dot node.
+template <int D, bool InReduce, class N>
+std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, int cl) {
+  if constexpr (is_break<N, D, InReduce>()) {
+    int producer = plan_kernel(n, x, break_reason<N, D, InReduce>());
+    k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
+    int id = x.node("kernel " + std::to_string(producer) + " result", cl);
+    return {"#" + std::to_string(producer), id};
+  } else if constexpr (is_leaf<N>::value) {
+    void const* p = n.tensor.data();
+    if (k.inputs.insert(p).second)
+      k.read += n.tensor.numel() * static_cast<std::int64_t>(sizeof(typename N::value_type));
+    std::string name = x.input_name(p) + shape_string<N::rank>(n.shape());
+    return {name, x.node(name, cl)};
+  } else if constexpr (is_scalar<N>::value) {
+    std::string s = scalar_text(n.value);
+    return {s, x.node(s, cl)};
+  } else if constexpr (is_map<N>::value) {
+    ++k.fused;
+    int id = x.node(N::name(), cl);
+    std::string text = std::string(N::name()) + "(";
+    bool first = true;
+    std::apply(
+        [&](auto const&... c) {
+          ((text += (first ? "" : ", "), first = false,
+            [&] {
+              auto [s, cid] = describe<D, InReduce>(c, x, k, cl);
+              x.edge(cid, id);
+              text += s;
+            }()),
+           ...);
+        },
+        n.children);
+    return {text + ")", id};
+  } else {
+    static_assert(is_reduce<N>::value);
+    auto seen = k.reductions.find(n.id);
+    if (seen != k.reductions.end()) {
+      std::string label = std::string(N::name()) + "#" + std::to_string(seen->second);
+      return {label + " (reused)", x.node(label + " (reused)", cl)};
+    }
+    int label = static_cast<int>(k.reductions.size());
+    k.reductions[n.id] = label;
+    ++k.fused;
+    std::string dims;
+    for (int a : n.axes) dims += (dims.empty() ? "" : ", ") + std::to_string(a);
+    int id = x.node(std::string(N::name()) + " dims=[" + dims + "]", cl);
+    auto [s, cid] = describe<decltype(n.child)::rank, true>(n.child, x, k, cl);
+    x.edge(cid, id);
+    return {std::string(N::name()) + "#" + std::to_string(label) + "(" + s + ", dim=[" + dims + "]" +
+                (N::keepdim ? ", keepdim" : "") + ")",
+            id};
+  }
+}
+
+// Kernels are numbered in the order they run: producers (breaks) before their consumer.
+template <class N>
+int plan_kernel(N const& n, Explainer& x, std::string reason) {
+  constexpr int D = N::rank;
+  KernelInfo k;
+  k.reason = std::move(reason);
+  int cl = x.clusters++;
+  k.expr = describe<D, false>(n, x, k, cl).first;
+  k.shape = shape_string<D>(n.shape());
+  k.dtype = std::string(dtype_name<typename N::value_type>());
+  k.written = numel_of<D>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
+  bool reduces = false;
+  for_each_fused_reduce<D, false>(n, [&](auto const&) { reduces = true; });
+  Lines<D> lines = plan_lines<D, false>(n, n.shape());
+  if (lines.any()) {
+    std::string axes;
+    for (int a = 0; a < D; ++a)
+      if (lines.axis[a]) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
+    k.kind = "row kernel (reductions broadcast along dim " + axes + ")";
+  } else {
+    k.kind = reduces ? "reduction kernel" : "element-wise kernel";
+  }
+  int id = static_cast<int>(x.kernels.size());
+  x.dot << "  subgraph cluster_k" << cl << " { label=\"kernel " << id << ": " << k.kind << "\"; }\n";
+  x.kernels.push_back(std::move(k));
+  return id;
+}
+
+inline std::string human_bytes(std::int64_t b) {
+  std::ostringstream os;
+  char const* unit[] = {"B", "KiB", "MiB", "GiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 3) v /= 1024, ++u;
+  os << std::setprecision(u ? 3 : 6) << v << ' ' << unit[u];
+  return os.str();
+}
+
+}  // namespace detail
+
+template <Lazy X>
+std::string explain(X const& e) {
+  using N = node_t<X>;
+  detail::Explainer x;
+  detail::plan_kernel(as_node(e), x, "");
+  std::ostringstream os;
+  os << "solder plan: " << x.kernels.size() << (x.kernels.size() == 1 ? " kernel" : " kernels")
+     << " (eager: " << eager_kernel_count<N> << ")\n";
+  for (std::size_t i = 0; i < x.kernels.size(); ++i) {
+    auto const& k = x.kernels[i];
+    os << "kernel " << i << ": " << k.kind << " over " << k.shape << ' ' << k.dtype << ", "
+       << k.fused << (k.fused == 1 ? " node" : " nodes") << " fused\n"
+       << "  " << k.expr << "\n"
+       << "  reads " << detail::human_bytes(k.read) << ", writes " << detail::human_bytes(k.written)
+       << "\n";
+    if (!k.reason.empty()) os << "  break: materialized because " << k.reason << "\n";
+  }
+  return os.str();
+}
+
+template <Lazy X>
+std::string explain_dot(X const& e) {
+  detail::Explainer x;
+  detail::plan_kernel(as_node(e), x, "");
+  return "digraph solder {\n  node [shape=box];\n" + x.dot.str() + "}\n";
+}
+
+}  // namespace solder

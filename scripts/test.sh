@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Full check: install deps; build/ (Release: tests, benchmarks, examples) + every ctest entry;
+# then build-asan/ (ASan+UBSan, tests only) + the unit tests (consume and compile_fail tests are
+# not repeated there). Ends with a one-line summary; exits non-zero if anything failed.
+#   SOLDER_JOBS=<n>   parallel build/test jobs (default: nproc)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+start=$SECONDS
+
+scripts/install-deps.sh || { echo "test.sh: FAILED installing dependencies"; exit 1; }
+
+export CCACHE_DIR="${CCACHE_DIR:-$root/.cache/ccache}"
+jobs="${SOLDER_JOBS:-$(nproc)}"
+
+summary=()
+failed=0
+
+# configure <preset> <dir>
+configure() {
+  if [ -f "$2/CMakeCache.txt" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$2/CMakeCache.txt"; then
+    rm -rf "$2/CMakeCache.txt" "$2/CMakeFiles"   # left by another generator
+  fi
+  cmake --preset "$1"
+}
+
+# run_ctest <name> <dir> <ctest args...>: appends "<name>: <ctest's verdict>" to the summary
+run_ctest() {
+  local name=$1 dir=$2; shift 2
+  local log="$dir/ctest.log"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local verdict
+  verdict=$(grep -E 'tests passed|No tests were found' "$log" | tail -n 1)
+  [ -n "$verdict" ] || verdict="ctest exited $rc"
+  if [ "$rc" -ne 0 ]; then failed=1; verdict="FAILED ($verdict)"; fi
+  summary+=("$name: $verdict")
+}
+
+# --- 1. Release: everything ------------------------------------------------------------------
+echo "=== test.sh: release (build/) ==="
+if configure release build && cmake --build build -j "$jobs"; then
+  run_ctest release build
+else
+  failed=1; summary+=("release: BUILD FAILED")
+fi
+
+# --- 2. Sanitizers: unit tests only -----------------------------------------------------------
+echo "=== test.sh: asan+ubsan (build-asan/) ==="
+if configure asan build-asan && cmake --build build-asan -j "$jobs"; then
+  run_ctest asan build-asan -LE '^(consume|compile_fail)$'
+else
+  failed=1; summary+=("asan: BUILD FAILED")
+fi
+
+elapsed=$((SECONDS - start))
+line=$(printf '%s; ' "${summary[@]}"); line=${line%; }
+if [ "$failed" -eq 0 ]; then
+  echo "test.sh: OK — $line — ${elapsed}s"
+else
+  echo "test.sh: FAILED — $line — ${elapsed}s"
+fi
+exit "$failed"
