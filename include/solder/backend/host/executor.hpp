@@ -149,7 +149,8 @@ bool overlaps(N const& n, OutTensor const& out) {
     auto const& t = n.tensor;
     if (!same_storage(t.storage(), out.storage()) || t.numel() == 0 || out.numel() == 0) return false;
     if constexpr (N::rank == OutTensor::rank)
-      if (t.data() == out.data() && t.shape() == out.shape() && t.strides() == out.strides())
+      if (static_cast<void const*>(t.data()) == static_cast<void const*>(out.data()) &&
+          t.shape() == out.shape() && t.strides() == out.strides())
         return false;
     return true;
   } else if constexpr (is_map<N>::value) {

@@ -1,0 +1,203 @@
+// Reductions. The headline: a full sum of 64M floats (256 MiB, read once) against the read
+// roof — a hand-written OpenMP AVX-512 (or AVX2) loop with eight independent vector
+// accumulators, the fastest read this machine does. Target (issue): >= 0.85 of the roof.
+// For information: Eigen's full sum, and a row sum [4096,1024] -> [4096] and a column sum
+// [4096,1024] -> [1024] in solder and Eigen.
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include <solder/solder.hpp>
+
+#include "common.hpp"
+
+#if defined(SOLDER_HAVE_EIGEN)
+#define EIGEN_USE_THREADS
+#include <unsupported/Eigen/CXX11/Tensor>
+#endif
+
+namespace sd = solder;
+namespace sb = solder_bench;
+
+namespace {
+
+constexpr std::int64_t n = std::int64_t{1} << 26;  // 64M floats, 256 MiB
+constexpr std::int64_t rows = 4096, cols = 1024;
+
+struct Data {
+  sd::Tensor<float, 1> x = sd::rand<float>(sd::shape(n), 0.f, 1.f);
+  sd::Tensor<float, 2> m = sd::rand<float>(sd::shape(rows, cols), -1.f, 1.f);
+  sd::Tensor<float, 0> s;
+  sd::Tensor<float, 1> row{rows}, col{cols};
+};
+Data& data() {
+  static Data d;
+  return d;
+}
+
+#if defined(SOLDER_HAVE_EIGEN)
+template <int R>
+using EMap = Eigen::TensorMap<Eigen::Tensor<float, R, Eigen::RowMajor, Eigen::Index>, Eigen::Aligned64>;
+struct EigenEnv {
+  Eigen::ThreadPool pool{sb::threads};
+  Eigen::ThreadPoolDevice dev{&pool, sb::threads};
+};
+EigenEnv& eigen() {
+  static EigenEnv e;
+  return e;
+}
+float eigen_sum(float const* xp) {
+  EMap<1> x(const_cast<float*>(xp), n);
+  Eigen::Tensor<float, 0, Eigen::RowMajor, Eigen::Index> s;
+  s.device(eigen().dev) = x.sum();
+  return s();
+}
+void eigen_sum_dim(float const* mp, float* out, Eigen::Index dim) {
+  EMap<2> m(const_cast<float*>(mp), rows, cols);
+  EMap<1> o(out, dim == 1 ? rows : cols);
+  o.device(eigen().dev) = m.sum(Eigen::array<Eigen::Index, 1>{dim});
+}
+#endif
+
+void BM_sum_solder(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    d.s = sd::sum(d.x);
+    benchmark::DoNotOptimize(d.s.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, static_cast<double>(n) * sizeof(float));
+}
+void BM_read_roof(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    float v = sb::peer::read_sum(d.x.data(), n);
+    benchmark::DoNotOptimize(v);
+  }
+  sb::set_bytes(state, static_cast<double>(n) * sizeof(float));
+}
+void BM_row_sum_solder(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    d.row = sd::sum(d.m, 1);
+    benchmark::DoNotOptimize(d.row.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, static_cast<double>(rows * cols + rows) * sizeof(float));
+}
+void BM_col_sum_solder(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    d.col = sd::sum(d.m, 0);
+    benchmark::DoNotOptimize(d.col.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, static_cast<double>(rows * cols + cols) * sizeof(float));
+}
+#if defined(SOLDER_HAVE_EIGEN)
+void BM_sum_eigen(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    float v = eigen_sum(d.x.data());
+    benchmark::DoNotOptimize(v);
+  }
+  sb::set_bytes(state, static_cast<double>(n) * sizeof(float));
+}
+void BM_row_sum_eigen(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    eigen_sum_dim(d.m.data(), d.row.data(), 1);
+    benchmark::DoNotOptimize(d.row.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, static_cast<double>(rows * cols + rows) * sizeof(float));
+}
+void BM_col_sum_eigen(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    eigen_sum_dim(d.m.data(), d.col.data(), 0);
+    benchmark::DoNotOptimize(d.col.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, static_cast<double>(rows * cols + cols) * sizeof(float));
+}
+#endif
+
+void check_peers() {
+  auto& d = data();
+  double ref = 0;
+  {
+    float const* x = d.x.data();
+    for (std::int64_t i = 0; i < n; ++i) ref += x[i];
+  }
+  float ref_f = static_cast<float>(ref);
+  // Sums of 64M values in [0, 1) near 3.4e7: float keeps ~7 digits, blocked sums do better.
+  constexpr double rtol = 1e-5;
+  d.s = sd::sum(d.x);
+  float got = d.s.item();
+  sb::check_close("full sum: solder vs double", &got, &ref_f, 1, 0, rtol);
+  float roof = sb::peer::read_sum(d.x.data(), n);
+  sb::check_close("full sum: read roof loop vs double", &roof, &ref_f, 1, 0, rtol);
+
+  std::vector<float> rref(static_cast<std::size_t>(rows)), cref(static_cast<std::size_t>(cols));
+  {
+    std::vector<double> c(static_cast<std::size_t>(cols), 0.0);
+    float const* m = d.m.data();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (std::int64_t j = 0; j < cols; ++j) s += m[r * cols + j], c[static_cast<std::size_t>(j)] += m[r * cols + j];
+      rref[static_cast<std::size_t>(r)] = static_cast<float>(s);
+    }
+    for (std::int64_t j = 0; j < cols; ++j) cref[static_cast<std::size_t>(j)] = static_cast<float>(c[static_cast<std::size_t>(j)]);
+  }
+  constexpr double atol = 1e-3;  // sums of +-1 values: |sum| ~ 20..60, float error ~1e-5
+  d.row = sd::sum(d.m, 1);
+  sb::check_close("row sum: solder vs double", d.row.data(), rref.data(), rows, atol);
+  d.col = sd::sum(d.m, 0);
+  sb::check_close("column sum: solder vs double", d.col.data(), cref.data(), cols, atol);
+#if defined(SOLDER_HAVE_EIGEN)
+  float e = eigen_sum(d.x.data());
+  sb::check_close("full sum: Eigen vs double", &e, &ref_f, 1, 0, rtol);
+  eigen_sum_dim(d.m.data(), d.row.data(), 1);
+  sb::check_close("row sum: Eigen vs double", d.row.data(), rref.data(), rows, atol);
+  eigen_sum_dim(d.m.data(), d.col.data(), 0);
+  sb::check_close("column sum: Eigen vs double", d.col.data(), cref.data(), cols, atol);
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sd::set_num_threads(sb::threads);
+  check_peers();
+
+  auto us = benchmark::kMicrosecond;
+  sb::configure(benchmark::RegisterBenchmark("BM_sum_solder", BM_sum_solder), us);
+  sb::configure(benchmark::RegisterBenchmark("BM_read_roof", BM_read_roof), us);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::configure(benchmark::RegisterBenchmark("BM_sum_eigen", BM_sum_eigen), us);
+#endif
+  sb::configure(benchmark::RegisterBenchmark("BM_row_sum_solder", BM_row_sum_solder), us);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::configure(benchmark::RegisterBenchmark("BM_row_sum_eigen", BM_row_sum_eigen), us);
+#endif
+  sb::configure(benchmark::RegisterBenchmark("BM_col_sum_solder", BM_col_sum_solder), us);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::configure(benchmark::RegisterBenchmark("BM_col_sum_eigen", BM_col_sum_eigen), us);
+#endif
+
+  sb::MedianReporter rep;
+  if (!sb::run_benchmarks(argc, argv, rep)) return 1;
+
+  sb::print_medians(rep);
+  std::printf("\n");
+  sb::report_fraction(rep, "full sum solder vs read roof (time_roof / time_sum)", "BM_read_roof",
+                      "BM_sum_solder", 0.85);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::report_fraction(rep, "full sum Eigen vs read roof", "BM_read_roof", "BM_sum_eigen");
+  sb::report_ratio(rep, "full sum solder/Eigen", "BM_sum_eigen", "BM_sum_solder", 0);
+  sb::report_ratio(rep, "row sum solder/Eigen", "BM_row_sum_eigen", "BM_row_sum_solder", 0);
+  sb::report_ratio(rep, "column sum solder/Eigen", "BM_col_sum_eigen", "BM_col_sum_solder", 0);
+#endif
+  return 0;
+}

@@ -1,0 +1,205 @@
+// Row operations over the last dim of [4096, 1024] floats: softmax and layer_norm, each one
+// fused kernel in solder (per row: reductions prepared, then the row written).
+//   softmax    solder  vs Eigen Tensor (TensorFlow's softmax functor: max, exp, sum, scale,
+//              broadcasting, ThreadPoolDevice of 2 threads) vs a hand-written OpenMP loop per
+//              row on glibc's vector maths (max pass, exp + sum pass, scale pass)
+//   layer_norm solder  vs Eigen Tensor (mean, variance, normalize with gamma and beta)
+// and a copy of the same size (the memory roof).
+// Targets (issue): softmax >= 1.5x Eigen and >= 1.5x the hand loop; layer_norm >= 1.2x Eigen.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include <solder/solder.hpp>
+
+#include "common.hpp"
+
+#if defined(SOLDER_HAVE_EIGEN)
+#define EIGEN_USE_THREADS
+#include <unsupported/Eigen/CXX11/Tensor>
+#endif
+
+namespace sd = solder;
+namespace sb = solder_bench;
+
+namespace {
+
+constexpr std::int64_t rows = 4096, cols = 1024, n = rows * cols;
+constexpr double bytes_per_iter = 2.0 * static_cast<double>(n) * sizeof(float);  // 16 MiB in + 16 MiB out
+constexpr double eps = 1e-5;
+
+struct Data {
+  sd::Tensor<float, 2> x = sd::randn<float>(sd::shape(rows, cols));
+  sd::Tensor<float, 1> gamma = sd::rand<float>(sd::shape(cols), 0.5f, 1.5f);
+  sd::Tensor<float, 1> beta = sd::rand<float>(sd::shape(cols), -0.5f, 0.5f);
+  sd::Tensor<float, 2> y{rows, cols};
+  Data() { sb::peer::fill(y.data(), n, 0.f); }
+};
+Data& data() {
+  static Data d;
+  return d;
+}
+
+#if defined(SOLDER_HAVE_EIGEN)
+using EMap2 = Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor, Eigen::Index>, Eigen::Aligned64>;
+using EMap1 = Eigen::TensorMap<Eigen::Tensor<float, 1, Eigen::RowMajor, Eigen::Index>, Eigen::Aligned64>;
+struct EigenEnv {
+  Eigen::ThreadPool pool{sb::threads};
+  Eigen::ThreadPoolDevice dev{&pool, sb::threads};
+  Eigen::Tensor<float, 1, Eigen::RowMajor, Eigen::Index> mu{rows}, rstd{rows};
+};
+EigenEnv& eigen() {
+  static EigenEnv e;
+  return e;
+}
+Eigen::array<Eigen::Index, 1> const along_row{1};
+Eigen::array<Eigen::Index, 2> const by_one{rows, 1}, one_by_cols{1, cols};
+Eigen::array<Eigen::Index, 2> const one_row{1, cols}, by_rows{rows, 1};
+
+// TensorFlow's SoftmaxEigenImpl (tensorflow/core/kernels/softmax_op_functor.h), verbatim in
+// structure: the max is forced (.eval()) so it is not recomputed per element.
+void eigen_softmax(float const* xp, float* yp) {
+  auto& dev = eigen().dev;
+  EMap2 x(const_cast<float*>(xp), rows, cols), y(yp, rows, cols);
+  auto shifted = x - x.maximum(along_row).eval().reshape(by_one).broadcast(one_by_cols);
+  y.device(dev) = shifted.exp();
+  y.device(dev) = y * y.sum(along_row).inverse().eval().reshape(by_one).broadcast(one_by_cols);
+}
+
+// Layer norm as an Eigen user writes it: row means, row 1/std (biased variance, as PyTorch),
+// then one pass that normalizes and applies gamma and beta.
+void eigen_layer_norm(float const* xp, float const* gp, float const* bp, float* yp) {
+  auto& env = eigen();
+  auto& dev = env.dev;
+  EMap2 x(const_cast<float*>(xp), rows, cols), y(yp, rows, cols);
+  EMap1 g(const_cast<float*>(gp), cols), b(const_cast<float*>(bp), cols);
+  auto mu_b = env.mu.reshape(by_one).broadcast(one_by_cols);
+  env.mu.device(dev) = x.mean(along_row);
+  env.rstd.device(dev) = ((x - mu_b).square().mean(along_row) + static_cast<float>(eps)).rsqrt();
+  y.device(dev) = (x - mu_b) * env.rstd.reshape(by_one).broadcast(one_by_cols) *
+                      g.reshape(one_row).broadcast(by_rows) +
+                  b.reshape(one_row).broadcast(by_rows);
+}
+#endif
+
+template <class F>
+void timed(benchmark::State& state, F&& f) {
+  auto& d = data();
+  for (auto _ : state) {
+    f(d);
+    benchmark::DoNotOptimize(d.y.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, bytes_per_iter);
+}
+
+void BM_softmax_solder(benchmark::State& s) {
+  timed(s, [](Data& d) { d.y = sd::softmax(d.x, -1); });
+}
+void BM_softmax_hand(benchmark::State& s) {
+  timed(s, [](Data& d) { sb::peer::softmax_rows(d.x.data(), d.y.data(), rows, cols); });
+}
+void BM_layer_norm_solder(benchmark::State& s) {
+  timed(s, [](Data& d) { d.y = sd::layer_norm(d.x, d.gamma, d.beta, eps); });
+}
+#if defined(SOLDER_HAVE_EIGEN)
+void BM_softmax_eigen(benchmark::State& s) {
+  timed(s, [](Data& d) { eigen_softmax(d.x.data(), d.y.data()); });
+}
+void BM_layer_norm_eigen(benchmark::State& s) {
+  timed(s, [](Data& d) { eigen_layer_norm(d.x.data(), d.gamma.data(), d.beta.data(), d.y.data()); });
+}
+#endif
+void BM_copy_omp(benchmark::State& s) {
+  timed(s, [](Data& d) { sb::peer::copy(d.x.data(), d.y.data(), n); });
+}
+void BM_copy_stream(benchmark::State& s) {
+  timed(s, [](Data& d) { sb::peer::copy_stream(d.x.data(), d.y.data(), n); });
+}
+
+void check_peers() {
+  auto& d = data();
+  auto sm = sd::softmax(d.x, -1);
+  auto ln = sd::layer_norm(d.x, d.gamma, d.beta, eps);
+  std::printf("solder plan: softmax %d kernel(s) (eager %d), layer_norm %d kernel(s) (eager %d)\n",
+              sd::kernel_count<decltype(sm)>, sd::eager_kernel_count<decltype(sm)>,
+              sd::kernel_count<decltype(ln)>, sd::eager_kernel_count<decltype(ln)>);
+  // Double-precision references, row by row.
+  std::vector<float> ref_sm(static_cast<std::size_t>(n)), ref_ln(static_cast<std::size_t>(n));
+  float const* x = d.x.data();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float const* xr = x + r * cols;
+    double m = -INFINITY, s = 0, mean = 0, var = 0;
+    for (std::int64_t j = 0; j < cols; ++j) m = std::max(m, double(xr[j])), mean += xr[j];
+    mean /= cols;
+    for (std::int64_t j = 0; j < cols; ++j) s += std::exp(double(xr[j]) - m), var += (xr[j] - mean) * (xr[j] - mean);
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      ref_sm[static_cast<std::size_t>(r * cols + j)] = static_cast<float>(std::exp(double(xr[j]) - m) / s);
+      ref_ln[static_cast<std::size_t>(r * cols + j)] =
+          static_cast<float>((xr[j] - mean) * rstd * d.gamma.data()[j] + d.beta.data()[j]);
+    }
+  }
+  constexpr double sm_atol = 1e-9, sm_rtol = 2e-5, ln_atol = 2e-5, ln_rtol = 2e-5;
+  d.y = sm;
+  sb::check_close("softmax: solder vs double reference", d.y.data(), ref_sm.data(), n, sm_atol, sm_rtol);
+  sb::peer::softmax_rows(x, d.y.data(), rows, cols);
+  sb::check_close("softmax: hand loop vs double reference", d.y.data(), ref_sm.data(), n, sm_atol, sm_rtol);
+  d.y = ln;
+  sb::check_close("layer_norm: solder vs double reference", d.y.data(), ref_ln.data(), n, ln_atol, ln_rtol);
+#if defined(SOLDER_HAVE_EIGEN)
+  eigen_softmax(x, d.y.data());
+  sb::check_close("softmax: Eigen vs double reference", d.y.data(), ref_sm.data(), n, sm_atol, sm_rtol);
+  eigen_layer_norm(x, d.gamma.data(), d.beta.data(), d.y.data());
+  sb::check_close("layer_norm: Eigen vs double reference", d.y.data(), ref_ln.data(), n, ln_atol, ln_rtol);
+#endif
+  sb::peer::copy_stream(x, d.y.data(), n);
+  sb::check_close("copy (streaming stores)", d.y.data(), x, n, 0);
+  sb::peer::copy(x, d.y.data(), n);
+  sb::check_close("copy", d.y.data(), x, n, 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sd::set_num_threads(sb::threads);
+  check_peers();
+
+  auto us = benchmark::kMicrosecond;
+  sb::configure(benchmark::RegisterBenchmark("BM_softmax_solder", BM_softmax_solder), us);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::configure(benchmark::RegisterBenchmark("BM_softmax_eigen", BM_softmax_eigen), us);
+#endif
+  sb::configure(benchmark::RegisterBenchmark("BM_softmax_hand", BM_softmax_hand), us);
+  sb::configure(benchmark::RegisterBenchmark("BM_layer_norm_solder", BM_layer_norm_solder), us);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::configure(benchmark::RegisterBenchmark("BM_layer_norm_eigen", BM_layer_norm_eigen), us);
+#endif
+  sb::configure(benchmark::RegisterBenchmark("BM_copy_omp", BM_copy_omp), us);
+  sb::configure(benchmark::RegisterBenchmark("BM_copy_stream", BM_copy_stream), us);
+
+  sb::MedianReporter rep;
+  if (!sb::run_benchmarks(argc, argv, rep)) return 1;
+
+  sb::print_medians(rep);
+  std::printf("\n");
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::report_ratio(rep, "softmax solder/Eigen", "BM_softmax_eigen", "BM_softmax_solder", 1.5);
+#else
+  std::printf("ratio softmax solder/Eigen: n/a (built without Eigen)\n");
+#endif
+  sb::report_ratio(rep, "softmax solder/hand loop", "BM_softmax_hand", "BM_softmax_solder", 1.5);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::report_ratio(rep, "layer_norm solder/Eigen", "BM_layer_norm_eigen", "BM_layer_norm_solder", 1.2);
+#else
+  std::printf("ratio layer_norm solder/Eigen: n/a (built without Eigen)\n");
+#endif
+  double c = rep.median_ns("BM_copy_omp"), s = rep.median_ns("BM_copy_stream");
+  char const* roof = (s > 0 && (c <= 0 || s < c)) ? "BM_copy_stream" : "BM_copy_omp";
+  std::printf("copy roof (16 MiB in + 16 MiB out): %s\n", roof);
+  sb::report_fraction(rep, "softmax solder vs copy", roof, "BM_softmax_solder");
+  sb::report_fraction(rep, "layer_norm solder vs copy", roof, "BM_layer_norm_solder");
+  return 0;
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Regenerates tests/fixtures/torch_ops.txt: PyTorch's own outputs for solder's ops.
+
+Run with PyTorch installed (tools/torch-venv.sh sets up a virtual environment):
+    .venv-torch/bin/python tools/make_fixtures.py
+CI needs no Python: the generated file is committed, and tests/test_torch_fixtures.cpp
+checks solder against it.
+
+Format, one record per case, all numbers as repr() so float32 values round-trip exactly:
+    case <name> <dtype>
+    input <name> <dtype> <shape dims...> : <values...>
+    output <dtype> <shape dims...> : <values...>
+    end
+"""
+import math
+import pathlib
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(1234)
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "torch_ops.txt"
+DT = {torch.float32: "float32", torch.float64: "float64", torch.int32: "int32",
+      torch.int64: "int64", torch.bool: "bool"}
+
+# Inputs with the values that break naive formulas: zeros of both signs, large magnitudes,
+# tiny (denormal) values, infinities and NaN, next to ordinary random values.
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 20.0, -20.0, 88.0, -88.0, 100.0, -100.0,
+           1e-30, -1e-30, 1e-40, -1e-40, float("inf"), float("-inf"), float("nan"), 3.0]
+
+
+def special(n_random=44):
+    x = torch.cat([torch.tensor(SPECIAL), torch.randn(n_random) * 4])
+    return x.to(torch.float32).reshape(8, 8)
+
+
+def fmt(t):
+    vals = t.flatten().tolist()
+    if t.dtype == torch.bool:
+        return " ".join("1" if v else "0" for v in vals)
+    if t.dtype in (torch.int32, torch.int64):
+        return " ".join(str(v) for v in vals)
+    return " ".join(repr(float(v)) for v in vals)
+
+
+def record(lines, name, inputs, out):
+    lines.append(f"case {name}")
+    for iname, t in inputs:
+        lines.append(f"input {iname} {DT[t.dtype]} {t.dim()} {' '.join(map(str, t.shape))} : {fmt(t)}")
+    lines.append(f"output {DT[out.dtype]} {out.dim()} {' '.join(map(str, out.shape))} : {fmt(out)}")
+    lines.append("end")
+
+
+def main():
+    lines = []
+    x = special()
+    unary = {
+        "exp": torch.exp, "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p,
+        "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+        "erf": torch.erf, "sin": torch.sin, "cos": torch.cos, "relu": torch.relu,
+        "abs": torch.abs, "neg": torch.neg, "silu": F.silu, "gelu": F.gelu,
+        "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+        "leaky_relu": lambda t: F.leaky_relu(t, 0.1),
+        "softplus": F.softplus, "softplus_beta2": lambda t: F.softplus(t, beta=2.0, threshold=10.0),
+        "clamp": lambda t: torch.clamp(t, -1.5, 2.5),
+    }
+    for name, f in unary.items():
+        record(lines, name, [("x", x)], f(x))
+
+    a = torch.randn(6, 5) * 3
+    b = torch.randn(5) * 3
+    record(lines, "add_broadcast", [("a", a), ("b", b)], a + b)
+    record(lines, "div", [("a", a), ("b", b)], a / b)
+    record(lines, "pow", [("a", a.abs()), ("b", b)], torch.pow(a.abs(), b))
+    record(lines, "maximum_nan", [("x", x), ("y", x.flip(0))], torch.maximum(x, x.flip(0)))
+    record(lines, "where_gt", [("a", a), ("b", b)], torch.where(a > b, a, b * 2))
+    i = torch.randint(-50, 50, (6, 5), dtype=torch.int32)
+    record(lines, "int_times_half", [("i", i)], i * 0.5)
+    record(lines, "int_div_int", [("i", i), ("j", i.flip(1) + 100)], i / (i.flip(1) + 100))
+    record(lines, "int_plus_float", [("i", i), ("a", a)], i + a)
+
+    r = torch.randn(7, 33) * 2
+    for name, f in {
+        "sum_dim1": lambda t: t.sum(1), "sum_dim0_keep": lambda t: t.sum(0, keepdim=True),
+        "sum_all": lambda t: t.sum(), "mean_dim1": lambda t: t.mean(1),
+        "prod_dim1": lambda t: (t * 0.5).prod(1), "amax_dim0": lambda t: t.amax(0),
+        "amin_dim1": lambda t: t.amin(1), "argmax_dim1": lambda t: t.argmax(1),
+        "argmin_dim0": lambda t: t.argmin(0), "argmax_all": lambda t: t.argmax(),
+        "var_dim1": lambda t: t.var(1), "var_dim0_c0": lambda t: t.var(0, correction=0),
+        "softmax_last": lambda t: torch.softmax(t, -1), "softmax_dim0": lambda t: torch.softmax(t, 0),
+        "log_softmax_last": lambda t: torch.log_softmax(t, -1),
+    }.items():
+        record(lines, name, [("x", r)], f(r))
+    big = torch.tensor([[1000.0, 1001.0, -float("inf"), 999.0], [-5.0, 0.0, 5.0, 10.0]])
+    record(lines, "softmax_extreme", [("x", big)], torch.softmax(big, -1))
+    g = torch.randn(33)
+    bta = torch.randn(33)
+    record(lines, "layer_norm", [("x", r), ("g", g), ("b", bta)], F.layer_norm(r, (33,), g, bta, 1e-5))
+    record(lines, "rms_norm", [("x", r), ("g", g)], F.rms_norm(r, (33,), g))
+    x3 = torch.randn(3, 4, 5)
+    g2 = torch.randn(4, 5)
+    b2 = torch.randn(4, 5)
+    record(lines, "layer_norm_2d", [("x", x3), ("g", g2), ("b", b2)], F.layer_norm(x3, (4, 5), g2, b2, 1e-5))
+    record(lines, "sum_dims02", [("x", x3)], x3.sum((0, 2)))
+    chain = torch.rand(1000) * 2 - 1
+    record(lines, "design_chain", [("x", chain)],
+           torch.tanh(chain * 0.5 + 0.25) * torch.sigmoid(chain) + chain * chain * 0.1 - 0.3)
+
+    header = ["# PyTorch " + torch.__version__ + " outputs for solder's ops; regenerate with",
+              "# tools/make_fixtures.py (do not edit by hand)."]
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text("\n".join(header + lines) + "\n")
+    print(f"wrote {OUT} ({len([l for l in lines if l.startswith('case')])} cases)")
+
+
+if __name__ == "__main__":
+    main()
