@@ -2,6 +2,7 @@
 // manual_seed, and the Philox-4x32-10 generator behind them (Random123 known-answer tests).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -212,7 +213,7 @@ TEST_CASE("rand: uniform in [lo, hi) with the right moments", "[factories][rand]
   CHECK(m.var == Approx(25.0 / 12.0).epsilon(0.01));
   // Ten equal bins each hold 10% +- 6 sigma (sigma = 3e-4).
   std::array<std::int64_t, 10> bins{};
-  for (float x : v) ++bins[static_cast<std::size_t>(std::min(9.0, std::floor((x - lo) / (hi - lo) * 10)))];
+  for (float x : v) ++bins[static_cast<std::size_t>(std::min(9.0, std::floor(static_cast<double>(x - lo) / (hi - lo) * 10)))];
   for (auto b : bins) CHECK(static_cast<double>(b) / n == Approx(0.1).margin(0.0018));
 
   // Defaults are [0, 1); doubles too; multi-dim shapes.

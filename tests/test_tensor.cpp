@@ -69,7 +69,7 @@ TEST_CASE("tensors are built from sizes, sd::shape and Index", "[tensor]") {
   CHECK(e.shape() == sd::Index<1>{7});
 
   // A negative extent is refused.
-  CHECK_THROWS_WITH(sd::Tensor<float, 2>(3, -1), Contains("negative extent") && Contains("[3, -1]"));
+  CHECK_THROWS_WITH((sd::Tensor<float, 2>(3, -1)), Contains("negative extent") && Contains("[3, -1]"));
 
   static_assert(sd::Tensor<float, 2>::rank == 2);
   static_assert(std::is_same_v<sd::Tensor<float, 2>::value_type, float>);
@@ -258,7 +258,7 @@ TEST_CASE("item() reads the single element", "[tensor][access]") {
   CHECK(sd::slice(sd::slice(a, 0, 2, 3), 1, 1, 2).item() == 9.f);
 
   CHECK_THROWS_WITH(a.item(), Contains("item") && Contains("[3, 4]") && Contains("12 elements"));
-  CHECK_THROWS_AS(sd::Tensor<float, 1>(0).item(), sd::Error);
+  CHECK_THROWS_AS((sd::Tensor<float, 1>(0).item()), sd::Error);
 }
 
 TEST_CASE("rank-0 tensors", "[tensor][rank0]") {

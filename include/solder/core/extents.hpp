@@ -2,6 +2,7 @@
 // (sd::dyn). Static extents are checked by the compiler and fold away (DESIGN.md §4).
 #pragma once
 #include <array>
+#include <type_traits>
 #include <cstdint>
 #include <ostream>
 #include <sstream>
@@ -56,7 +57,7 @@ struct is_extents<Extents<R>> : std::true_type {};
 // Tensor<float, 2> means two dynamic extents; Tensor<float, sd::ext<3, 4>> two static ones.
 template <auto S>
 constexpr auto as_extents() {
-  if constexpr (is_extents<decltype(S)>::value) return S;
+  if constexpr (is_extents<std::remove_cv_t<decltype(S)>>::value) return S;
   else return dynamic_extents<static_cast<int>(S)>();
 }
 
@@ -96,6 +97,15 @@ Index<R> contiguous_strides(Index<R> const& s) {
 inline int wrap_dim(std::int64_t d, int rank, char const* op) {
   std::int64_t w = d < 0 ? d + rank : d;
   detail::check(w >= 0 && w < rank, op, ": dim ", d, " out of range for a tensor of rank ", rank);
+  return static_cast<int>(w);
+}
+// The same, naming the shape too.
+template <std::size_t N>
+int wrap_dim(std::int64_t d, std::array<std::int64_t, N> const& shape, char const* op) {
+  constexpr int rank = static_cast<int>(N);
+  std::int64_t w = d < 0 ? d + rank : d;
+  detail::check(w >= 0 && w < rank, op, ": dim ", d, " out of range for shape ",
+                shape_string<rank>(shape));
   return static_cast<int>(w);
 }
 

@@ -72,7 +72,8 @@ auto rand(Shape<E> const& s, T low = T(0), T high = T(1)) {
   st.offset += static_cast<std::uint64_t>(numel_of<decltype(E)::rank>(s.dims) + 3) / 4;
   return detail::generate<T>(s, [=](std::int64_t i) {
     auto b = detail::Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 4);
-    return static_cast<T>(low + (high - low) * detail::Philox::to_unit(b[i % 4]));
+    T v = static_cast<T>(low + (high - low) * detail::Philox::to_unit(b[i % 4]));
+    return v < high ? v : std::nextafter(high, low);  // rounding can reach high: keep [low, high)
   });
 }
 template <std::floating_point T, auto E>
@@ -97,14 +98,16 @@ auto from_pointer(T const* data, Shape<E> const& s) {
 }
 template <Element T>
 auto from_vector(std::vector<T> const& v) {
-  return from_pointer(v.data(), shape(static_cast<std::int64_t>(v.size())));
+  // Element by element: std::vector<bool> has no data().
+  return detail::generate<T>(shape(static_cast<std::int64_t>(v.size())),
+                             [&v](std::int64_t i) { return T(v[static_cast<std::size_t>(i)]); });
 }
 template <Element T, auto E>
 auto from_vector(std::vector<T> const& v, Shape<E> const& s) {
   detail::check(static_cast<std::int64_t>(v.size()) == numel_of<decltype(E)::rank>(s.dims),
                 "from_vector: ", v.size(), " values for shape ",
                 shape_string<decltype(E)::rank>(s.dims));
-  return from_pointer(v.data(), s);
+  return detail::generate<T>(s, [&v](std::int64_t i) { return T(v[static_cast<std::size_t>(i)]); });
 }
 
 // The elements in row-major order, whatever the tensor's strides.
@@ -113,8 +116,8 @@ auto to_vector(TT const& t) {
   constexpr int R = TT::rank;
   std::vector<typename TT::value_type> out(static_cast<std::size_t>(t.numel()));
   Index<R> idx{};
-  for (auto& v : out) {
-    v = t.data()[t.offset_of(idx)];
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    out[k] = t.data()[t.offset_of(idx)];
     for (int a = R - 1; a >= 0; --a) {
       if (++idx[a] < t.shape()[a]) break;
       idx[a] = 0;

@@ -2,6 +2,8 @@
 #pragma once
 #include <iomanip>
 #include <ostream>
+#include <sstream>
+#include <string>
 
 #include "factories.hpp"
 
@@ -14,11 +16,18 @@ std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
   auto const& s = t.shape();
   constexpr std::int64_t edge = 3, limit = 1000;  // summarise large tensors as PyTorch does
   bool summarise = t.numel() > limit;
+  auto const precision = os.precision();  // restored below: printing leaves the stream as it was
   os << "tensor(";
   std::int64_t pos = 0;
   auto put = [&](T x) {
     if constexpr (std::is_same_v<T, bool>) os << (x ? "True" : "False");
-    else if constexpr (std::is_floating_point_v<T>) os << std::setprecision(6) << x;
+    else if constexpr (std::is_floating_point_v<T>) {
+      std::ostringstream one;
+      one << std::setprecision(6) << x;
+      std::string text = one.str();  // whole numbers print as "1." as in PyTorch
+      if (text.find_first_of(".enai") == std::string::npos) text += '.';
+      os << text;
+    }
     else os << static_cast<long long>(x);
   };
   auto rec = [&](auto&& self, int axis) -> void {
@@ -31,7 +40,7 @@ std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
     for (int a = axis + 1; a < R; ++a) stride *= s[a];
     for (std::int64_t i = 0; i < n; ++i) {
       if (summarise && n > 2 * edge && i == edge) {
-        os << "..., ";
+        os << ", ...";
         pos += (n - 2 * edge) * stride;
         i = n - edge - 1;
         continue;
@@ -43,6 +52,7 @@ std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
   };
   rec(rec, 0);
   os << ", shape=" << shape_string<R>(s) << ", dtype=" << dtype_name<T>() << ')';
+  os.precision(precision);
   return os;
 }
 

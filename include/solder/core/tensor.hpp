@@ -148,7 +148,8 @@ class BasicTensor {
   static BasicTensor<T, dynamic_extents<R2>(), Device> make_view(std::shared_ptr<T> base,
                                                                   T* first, Index<R2> s,
                                                                   Index<R2> st) {
-    BasicTensor<T, dynamic_extents<R2>(), Device> v(detail_view_tag{});
+    using V = BasicTensor<T, dynamic_extents<R2>(), Device>;
+    V v(typename V::detail_view_tag{});
     v.data_ = std::shared_ptr<T>(std::move(base), first);
     v.shape_ = s;
     v.strides_ = st;

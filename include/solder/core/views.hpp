@@ -201,8 +201,8 @@ namespace detail {
 
 // Applies a tensor view to every input of an element-wise expression of shape `full`,
 // after broadcasting each input to that shape (so the view means the same for all).
-template <class N, int R, class F>
-auto push_view(N const& n, Index<R> const& full, F const& f) {
+template <class N, std::size_t R, class F>
+auto push_view(N const& n, std::array<std::int64_t, R> const& full, F const& f) {
   if constexpr (is_leaf<N>::value) {
     return as_node(f(expand(n.tensor, full)));
   } else if constexpr (is_scalar<N>::value) {

@@ -77,16 +77,16 @@ constexpr bool check_all_broadcast() {
   return true;
 }
 
+// Folds one operand's shape into the broadcast shape; false if they are incompatible.
 template <int R, std::size_t N>
-void broadcast_into(Index<R>& acc, std::array<std::int64_t, N> const& s, char const* op) {
+bool broadcast_into(Index<R>& acc, std::array<std::int64_t, N> const& s) {
   constexpr int RC = static_cast<int>(N);
   for (int i = 0; i < RC; ++i) {
     std::int64_t& a = acc[R - RC + i];
     if (a == 1) a = s[i];
-    else if (s[i] != 1 && s[i] != a)
-      fail(op, ": shapes ", shape_string<R>(acc), " and ", shape_string<RC>(s),
-           " cannot be broadcast together");
+    else if (s[i] != 1 && s[i] != a) return false;
   }
+  return true;
 }
 
 }  // namespace detail
@@ -109,8 +109,15 @@ struct Map : detail::ExprTag {
 
   Map(Op o, C... c) : op(o), children(std::move(c)...) {
     shape_.fill(1);
-    std::apply([&](auto const&... ch) { (detail::broadcast_into<rank>(shape_, ch.shape(), Op::name), ...); },
-               children);
+    std::apply(
+        [&](auto const&... ch) {
+          if (!(true && ... && detail::broadcast_into<rank>(shape_, ch.shape()))) {
+            std::string shapes;
+            ((shapes += (shapes.empty() ? "" : " and ") + shape_string<std::remove_cvref_t<decltype(ch)>::rank>(ch.shape())), ...);
+            detail::fail(Op::name, ": shapes ", shapes, " cannot be broadcast together");
+          }
+        },
+        children);
   }
   Index<rank> const& shape() const { return shape_; }
   static std::string name() { return Op::name; }

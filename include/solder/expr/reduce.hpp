@@ -159,10 +159,11 @@ struct Reduce : detail::ExprTag {
   std::uint64_t id = detail::next_reduce_id();
 
   Reduce(C c, std::array<std::int64_t, NA> const& dims) : child(std::move(c)) {
-    for (int i = 0; i < NA; ++i) axes[i] = wrap_dim(dims[i], C::rank, Op::name);
+    for (int i = 0; i < NA; ++i) axes[i] = wrap_dim(dims[i], child.shape(), Op::name);
     std::sort(axes.begin(), axes.end());
     for (int i = 1; i < NA; ++i)
-      detail::check(axes[i] != axes[i - 1], Op::name, ": dim ", axes[i], " appears twice");
+      detail::check(axes[i] != axes[i - 1], Op::name, ": dim ", axes[i], " appears twice for shape ",
+                    shape_string<C::rank>(child.shape()));
     auto const& s = child.shape();
     int o = 0;
     for (int d = 0; d < C::rank; ++d) {

@@ -7,15 +7,25 @@
 
 namespace solder {
 
+namespace detail {
+// Row ops check their dim themselves, so an error names the op the user wrote.
+template <class X>
+std::int64_t row_dim(X const& x, std::int64_t dim, char const* op) {
+  return wrap_dim(dim, as_node(x).shape(), op);
+}
+}  // namespace detail
+
 // softmax(x, dim) = exp(x - max) / sum(exp(x - max)): the max keeps exp from overflowing.
 template <Lazy X>
 auto softmax(X const& x, std::int64_t dim) {
+  dim = detail::row_dim(x, dim, "softmax");
   auto shifted = exp(x - max(x, dim, keepdim));
   return shifted * (1.f / sum(shifted, dim, keepdim));
 }
 
 template <Lazy X>
 auto log_softmax(X const& x, std::int64_t dim) {
+  dim = detail::row_dim(x, dim, "log_softmax");
   auto shifted = x - max(x, dim, keepdim);
   return shifted - log(sum(exp(shifted), dim, keepdim));
 }
@@ -23,6 +33,7 @@ auto log_softmax(X const& x, std::int64_t dim) {
 // var(x, dim, correction = 1): sum((x - mean)^2) / (n - correction), as torch.var.
 template <Lazy X>
 auto var(X const& x, std::int64_t dim, double correction = 1) {
+  dim = detail::row_dim(x, dim, "var");
   auto centered = x - mean(x, dim, keepdim);
   auto sq = sum(centered * centered, dim);
   using T = typename decltype(sq)::value_type;
@@ -30,6 +41,7 @@ auto var(X const& x, std::int64_t dim, double correction = 1) {
 }
 template <Lazy X>
 auto var(X const& x, std::int64_t dim, KeepDim, double correction = 1) {
+  dim = detail::row_dim(x, dim, "var");
   auto centered = x - mean(x, dim, keepdim);
   auto sq = sum(centered * centered, dim, keepdim);
   using T = typename decltype(sq)::value_type;

@@ -54,15 +54,29 @@ std::string scalar_text(V v) {
 template <class N>
 int plan_kernel(N const& n, Explainer& x, std::string reason);
 
-// Describes node n of kernel k (dot cluster `cl`); returns its text and its dot node.
-template <int D, bool InReduce, class N>
+template <int D, bool InReduce, bool Split, class N>
+std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& k, int cl);
+
+// Describes node n of kernel k (dot cluster `cl`) as its consumer sees it: fused, or a break
+// read back from the kernel that produced it. Returns its text and its dot node.
+template <int D, bool InReduce, bool Split, class N>
 std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, int cl) {
-  if constexpr (is_break<N, D, InReduce>()) {
-    int producer = plan_kernel(n, x, break_reason<N, D, InReduce>());
+  if constexpr (is_break<N, D, InReduce, Split>()) {
+    int producer = plan_kernel(n, x, Split ? std::string(N::name()) +
+                                                 ": the kernel's reductions are broadcast along "
+                                                 "different dims for these shapes (run-time break)"
+                                           : break_reason<N, D, InReduce>());
     k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
     int id = x.node("kernel " + std::to_string(producer) + " result", cl);
     return {"#" + std::to_string(producer), id};
-  } else if constexpr (is_leaf<N>::value) {
+  } else {
+    return describe_node<D, InReduce, Split>(n, x, k, cl);
+  }
+}
+
+template <int D, bool InReduce, bool Split, class N>
+std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& k, int cl) {
+  if constexpr (is_leaf<N>::value) {
     void const* p = n.tensor.data();
     if (k.inputs.insert(p).second)
       k.read += n.tensor.numel() * static_cast<std::int64_t>(sizeof(typename N::value_type));
@@ -80,7 +94,7 @@ std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, in
         [&](auto const&... c) {
           ((text += (first ? "" : ", "), first = false,
             [&] {
-              auto [s, cid] = describe<D, InReduce>(c, x, k, cl);
+              auto [s, cid] = describe<D, InReduce, Split>(c, x, k, cl);
               x.edge(cid, id);
               text += s;
             }()),
@@ -101,7 +115,7 @@ std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, in
     std::string dims;
     for (int a : n.axes) dims += (dims.empty() ? "" : ", ") + std::to_string(a);
     int id = x.node(std::string(N::name()) + " dims=[" + dims + "]", cl);
-    auto [s, cid] = describe<decltype(n.child)::rank, true>(n.child, x, k, cl);
+    auto [s, cid] = describe<decltype(n.child)::rank, true, Split>(n.child, x, k, cl);
     x.edge(cid, id);
     return {std::string(N::name()) + "#" + std::to_string(label) + "(" + s + ", dim=[" + dims + "]" +
                 (N::keepdim ? ", keepdim" : "") + ")",
@@ -116,14 +130,16 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   KernelInfo k;
   k.reason = std::move(reason);
   int cl = x.clusters++;
-  k.expr = describe<D, false>(n, x, k, cl).first;
+  bool agree = true;
+  Lines<D> lines = plan_lines<D, false>(n, n.shape(), agree);
+  k.expr = agree ? describe_node<D, false, false>(n, x, k, cl).first
+                 : describe_node<D, false, true>(n, x, k, cl).first;
   k.shape = shape_string<D>(n.shape());
   k.dtype = std::string(dtype_name<typename N::value_type>());
   k.written = numel_of<D>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
-  bool reduces = false;
-  for_each_fused_reduce<D, false>(n, [&](auto const&) { reduces = true; });
-  Lines<D> lines = plan_lines<D, false>(n, n.shape());
-  if (lines.any()) {
+  bool reduces = is_reduce<N>::value;
+  if (agree) for_each_fused_reduce<D, false>(n, [&](auto const&) { reduces = true; });
+  if (agree && lines.any()) {
     std::string axes;
     for (int a = 0; a < D; ++a)
       if (lines.axis[a]) axes += (axes.empty() ? "" : ", ") + std::to_string(a);

@@ -28,9 +28,13 @@ struct is_map<Map<Op, C...>> : std::true_type {};
 // index space, so it only broadcasts along axes it reduced (keepdim, or it is the output).
 // Inside another reduction's input it must be keepdim: it is then computed once per line of
 // the outer reduction. Anything else is a break (rule 5) and materializes.
-template <class N, int D, bool InReduce>
+//
+// Split: the run-time fallback when shapes keep fused reductions from sharing lines (see
+// plan_lines) — every reduction below the kernel's root becomes a kernel of its own.
+template <class N, int D, bool InReduce, bool Split = false>
 constexpr bool is_break() {
-  if constexpr (is_reduce<N>::value) return InReduce ? !(N::keepdim && N::rank == D) : N::rank != D;
+  if constexpr (is_reduce<N>::value)
+    return Split || (InReduce ? !(N::keepdim && N::rank == D) : N::rank != D);
   else return false;
 }
 
@@ -100,12 +104,29 @@ void for_each_fused_reduce(N const& n, F&& f) {
   }
 }
 
-// A fused reduction's value must not vary along the lines of its consumer: its extent is 1
-// on every line axis. Throws (naming the op and the shapes) when two reductions of one kernel
-// disagree — evaluate one of them first with sd::eval.
+// Reductions fused into another's input are computed once per output of the outer one:
+// their results must not vary along the dims the outer one reduces.
+template <class R>
+bool nested_reductions_agree(R const& r) {
+  constexpr int F = decltype(r.child)::rank;
+  auto const& fdom = r.child.shape();
+  bool ok = true;
+  for_each_fused_reduce<F, true>(r.child, [&](auto const& inner) {
+    for (int a : r.axes) ok = ok && (fdom[a] == 1 || inner.shape()[a] == 1);
+    ok = ok && nested_reductions_agree(inner);
+  });
+  return ok;
+}
+
+// The lines of a kernel: every axis along which a fused reduction is broadcast. Each fused
+// reduction must have extent 1 on all of them, or its value would vary inside a line.
+// `agree` is false when the shapes break that (two reductions broadcast along different dims,
+// or a nested one varying along its outer one's dims): the executor then evaluates the
+// reductions as kernels of their own — a run-time break that explain() reports.
 template <int D, bool InReduce, class N>
-Lines<D> plan_lines(N const& root, Index<D> const& domain) {
+Lines<D> plan_lines(N const& root, Index<D> const& domain, bool& agree) {
   Lines<D> lines;
+  agree = true;
   for_each_fused_reduce<D, InReduce>(root, [&](auto const& r) {
     auto const& s = r.shape();
     for (int i = 0; i < D; ++i)
@@ -113,11 +134,8 @@ Lines<D> plan_lines(N const& root, Index<D> const& domain) {
   });
   for_each_fused_reduce<D, InReduce>(root, [&](auto const& r) {
     auto const& s = r.shape();
-    for (int i = 0; i < D; ++i)
-      check(!lines.axis[i] || s[i] == 1, r.name(), ": its result of shape ",
-            shape_string<D>(s), " varies along axis ", i,
-            " on which another reduction of the same kernel is broadcast over ",
-            shape_string<D>(domain), "; evaluate one of them first with sd::eval");
+    for (int i = 0; i < D; ++i) agree = agree && (!lines.axis[i] || s[i] == 1);
+    agree = agree && nested_reductions_agree(r);
   });
   return lines;
 }

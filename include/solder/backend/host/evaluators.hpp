@@ -139,23 +139,32 @@ struct MapEval {
 // Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
 // compiler keeps in vector registers, folded in a fixed order every block, so the result is
 // deterministic and float sums stay accurate over long rows.
+template <class A>
+inline constexpr int reduce_lanes = sizeof(A) >= 16 ? 8 : static_cast<int>(64 / sizeof(A));
+template <class A>
+inline constexpr std::int64_t reduce_block_len = reduce_lanes<A> * 128;
+
+// One block [b, e), e - b <= reduce_block_len<A>: its W lanes folded in a fixed order.
+template <class Op, class A, class F>
+SOLDER_INLINE A reduce_lane_block(F const& values, std::int64_t b, std::int64_t e) {
+  constexpr int W = reduce_lanes<A>;
+  A lanes[W];
+  for (int k = 0; k < W; ++k) lanes[k] = Op::template identity<A>();
+  std::int64_t j = b;
+  for (; j + W <= e; j += W)
+    for (int k = 0; k < W; ++k) lanes[k] = Op::step(lanes[k], values(j + k), j + k);
+  for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values(j), j);
+  for (int w = W / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) lanes[k] = Op::merge(lanes[k], lanes[k + w]);
+  return lanes[0];
+}
+
 template <class Op, class A, class F>
 SOLDER_INLINE A reduce_range(F const& values, std::int64_t begin, std::int64_t end) {
-  constexpr int W = sizeof(A) >= 16 ? 8 : static_cast<int>(64 / sizeof(A));
-  constexpr std::int64_t block = W * 128;
+  constexpr std::int64_t block = reduce_block_len<A>;
   A total = Op::template identity<A>();
-  for (std::int64_t b = begin; b < end; b += block) {
-    std::int64_t e = b + block < end ? b + block : end;
-    A lanes[W];
-    for (int k = 0; k < W; ++k) lanes[k] = Op::template identity<A>();
-    std::int64_t j = b;
-    for (; j + W <= e; j += W)
-      for (int k = 0; k < W; ++k) lanes[k] = Op::step(lanes[k], values(j + k), j + k);
-    for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values(j), j);
-    for (int w = W / 2; w > 0; w /= 2)
-      for (int k = 0; k < w; ++k) lanes[k] = Op::merge(lanes[k], lanes[k + w]);
-    total = Op::merge(total, lanes[0]);
-  }
+  for (std::int64_t b = begin; b < end; b += block)
+    total = Op::merge(total, reduce_lane_block<Op, A>(values, b, b + block < end ? b + block : end));
   return total;
 }
 
@@ -209,19 +218,21 @@ struct ReduceEval {
     c.begin_line(f);
     return reduce_range<Op, A>([&](std::int64_t j) { return c.line(j); }, b, e);
   }
+  // Threads share out whole blocks of reduce_range; the blocks' partials are then folded in
+  // order, exactly as reduce_block folds them: the result does not depend on the thread count.
   A reduce_split(Index<F> const& f) {
-    int nt = get_num_threads();
-    std::vector<A> part(static_cast<std::size_t>(nt), Op::template identity<A>());
-    SOLDER_OMP(parallel num_threads(nt)) {
+    constexpr std::int64_t len = reduce_block_len<A>;
+    std::int64_t nb = (count + len - 1) / len;
+    std::vector<A> part(static_cast<std::size_t>(nb), Op::template identity<A>());
+    SOLDER_OMP(parallel) {
       Child c = child;
-      int t = 0, n = 1;
-#if defined(_OPENMP)
-      t = omp_get_thread_num();
-      n = omp_get_num_threads();
-#endif
-      std::int64_t chunk = (count + n - 1) / n;
-      std::int64_t b = t * chunk, e = b + chunk < count ? b + chunk : count;
-      if (b < e) part[static_cast<std::size_t>(t)] = reduce_block(c, f, b, e);
+      c.begin_line(f);
+      SOLDER_OMP(for schedule(static))
+      for (std::int64_t k = 0; k < nb; ++k) {
+        std::int64_t b = k * len, e = b + len < count ? b + len : count;
+        part[static_cast<std::size_t>(k)] =
+            reduce_lane_block<Op, A>([&](std::int64_t j) { return c.line(j); }, b, e);
+      }
     }
     A acc = Op::template identity<A>();
     for (auto const& p : part) acc = Op::merge(acc, p);
@@ -239,16 +250,39 @@ struct ReduceEval {
   }
 };
 
-template <int D, bool InReduce, class N>
+template <int D, bool InReduce, bool Split, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
 
 // Evaluates a node into a new tensor (used for breaks; defined in executor.hpp).
 template <class N>
 auto materialize(N const& n);
 
-template <int D, bool InReduce, class N>
+// A reduction fused into the kernel: its input is evaluated in the input's own index space.
+template <int D, bool Split, class N>
+auto make_reduce_eval(N const& n, Temps& temps) {
+  using C = decltype(n.child);
+  constexpr int F = C::rank;
+  Index<F> const& fdom = n.child.shape();
+  auto ce = make_eval<F, true, Split>(n.child, fdom, temps);
+  ReduceEval<typename N::op_type, typename N::input_type, decltype(ce), D, F, N::naxes> ev{ce, fdom};
+  ev.axes = n.axes;
+  ev.out = n.shape();
+  ev.count = n.count;
+  ev.id = n.id;
+  int o = 0;
+  for (int k = 0; k < F; ++k) {
+    bool reduced = std::find(n.axes.begin(), n.axes.end(), k) != n.axes.end();
+    ev.src[k] = reduced ? -1 : o;
+    if (!reduced || N::keepdim) ++o;
+  }
+  bool trailing = n.axes[0] == F - N::naxes;  // sorted and distinct, so the rest follow
+  ev.block = trailing && ce.contiguous(F - N::naxes, fdom);
+  return ev;
+}
+
+template <int D, bool InReduce, bool Split, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
-  if constexpr (is_break<N, D, InReduce>()) {
+  if constexpr (is_break<N, D, InReduce, Split>()) {
     auto t = materialize(n);
     temps.push_back(t.storage());
     return leaf_eval<D>(t, dom);
@@ -261,39 +295,13 @@ auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
         [&](auto const&... ch) {
           using Op = std::remove_cvref_t<decltype(n.op)>;
           return MapEval<Op, typename N::compute_type, D,
-                         decltype(make_eval<D, InReduce>(ch, dom, temps))...>{
-              n.op, {make_eval<D, InReduce>(ch, dom, temps)...}};
+                         decltype(make_eval<D, InReduce, Split>(ch, dom, temps))...>{
+              n.op, {make_eval<D, InReduce, Split>(ch, dom, temps)...}};
         },
         n.children);
   } else {
     static_assert(is_reduce<N>::value, "solder: host backend: unknown node type");
-    using C = decltype(n.child);
-    constexpr int F = C::rank;
-    Index<F> const& fdom = n.child.shape();
-    auto ce = make_eval<F, true>(n.child, fdom, temps);
-    ReduceEval<typename N::op_type, typename N::input_type, decltype(ce), D, F, N::naxes> ev{ce, fdom};
-    ev.axes = n.axes;
-    ev.out = n.shape();
-    ev.count = n.count;
-    ev.id = n.id;
-    int o = 0;
-    for (int k = 0; k < F; ++k) {
-      bool reduced = std::find(n.axes.begin(), n.axes.end(), k) != n.axes.end();
-      ev.src[k] = reduced ? -1 : o;
-      if (!reduced || N::keepdim) ++o;
-    }
-    bool trailing = n.axes[0] == F - N::naxes;  // sorted and distinct, so the rest follow
-    ev.block = trailing && ce.contiguous(F - N::naxes, fdom);
-    // Reductions fused into this one's input are computed once per output: they must be
-    // constant along the axes this one reduces.
-    for_each_fused_reduce<F, true>(n.child, [&](auto const& inner) {
-      for (int a : n.axes)
-        check(fdom[a] == 1 || inner.shape()[a] == 1, inner.name(), " inside ", n.name(),
-              ": its result of shape ", shape_string<F>(inner.shape()), " varies along dim ", a,
-              " that ", n.name(), " reduces over input ", shape_string<F>(fdom),
-              "; evaluate it first with sd::eval");
-    });
-    return ev;
+    return make_reduce_eval<D, Split>(n, temps);
   }
 }
 

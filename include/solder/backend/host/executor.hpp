@@ -94,23 +94,13 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
   }
 }
 
-// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
-template <class OutTensor, class N>
-void run_kernel(OutTensor& out, N const& root) {
-  constexpr int D = N::rank;
+// Decides the loop for a built evaluator and runs it.
+template <class OutTensor, class Ev>
+void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool has_reduce,
+              std::int64_t work) {
+  constexpr int D = OutTensor::rank;
   using OutT = typename OutTensor::value_type;
   Index<D> const& dom = out.shape();
-  Temps temps;
-  auto ev = make_eval<D, false>(root, dom, temps);
-
-  bool has_reduce = false;
-  std::int64_t work = numel_of<D>(dom);
-  for_each_fused_reduce<D, false>(root, [&](auto const& r) {
-    has_reduce = true;
-    work = std::max(work, numel_of<decltype(r.child)::rank>(r.child.shape()));
-  });
-  Lines<D> lines = plan_lines<D, false>(root, dom);
-
   std::array<bool, D> inner{};
   bool contiguous = false;
   if (lines.any()) {  // reductions broadcast along their lines
@@ -131,6 +121,34 @@ void run_kernel(OutTensor& out, N const& root) {
     }
   }  // else: a reduction kernel, one output per line
   drive<OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, work);
+}
+
+// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
+template <class OutTensor, class N>
+void run_kernel(OutTensor& out, N const& root) {
+  constexpr int D = N::rank;
+  Index<D> const& dom = out.shape();
+  bool agree = true;
+  Lines<D> lines = plan_lines<D, false>(root, dom, agree);
+  Temps temps;
+  if (!agree) {  // run-time break: the reductions get kernels of their own (plan.hpp)
+    if constexpr (is_reduce<N>::value) {
+      auto ev = make_reduce_eval<D, true>(root, temps);
+      run_eval(out, ev, Lines<D>{}, true, numel_of<decltype(root.child)::rank>(root.child.shape()));
+    } else {
+      auto ev = make_eval<D, false, true>(root, dom, temps);
+      run_eval(out, ev, Lines<D>{}, false, numel_of<D>(dom));
+    }
+    return;
+  }
+  auto ev = make_eval<D, false, false>(root, dom, temps);
+  bool has_reduce = false;
+  std::int64_t work = numel_of<D>(dom);
+  for_each_fused_reduce<D, false>(root, [&](auto const& r) {
+    has_reduce = true;
+    work = std::max(work, numel_of<decltype(r.child)::rank>(r.child.shape()));
+  });
+  run_eval(out, ev, lines, has_reduce, work);
 }
 
 template <class A, class B>
