@@ -53,9 +53,8 @@ TEST_CASE("broadcasting mismatch throws when the expression is built", "[errors]
   REQUIRE_NOTHROW(x + sd::ones<float>(3, 1));
 }
 
-// When the failing operand is not the first, the message shows the shape broadcast so far
-// ("maximum: shapes [3, 5] and [3, 4]") instead of the operands' own shapes ([5] and [3, 4]).
-TEST_CASE("broadcast errors name every operand's own shape", "[errors][broadcast][!mayfail]") {
+// The message shows the operands' own shapes ([5] and [3, 4]), not a partial broadcast.
+TEST_CASE("broadcast errors name every operand's own shape", "[errors][broadcast]") {
   auto x = iota2(3, 4);
   auto v = sd::arange<float>(5);
   CHECK_THROWS_WITH(sd::maximum(v, x), Contains("[5]") && Contains("[3, 4]"));
@@ -109,7 +108,7 @@ TEST_CASE("an assignment that fails while planning writes nothing", "[errors][as
 }
 
 TEST_CASE("a PyTorch-valid expression with two reductions along different axes evaluates",
-          "[errors][assign][!mayfail]") {
+          "[errors][assign]") {
   // softmax-like normalisation by both row and column sums: legal in PyTorch.
   auto x = iota2(3, 4);
   sd::Tensor<float, 2> y = sd::sum(x, 0, sd::keepdim) + sd::sum(x, 1, sd::keepdim);
@@ -118,7 +117,7 @@ TEST_CASE("a PyTorch-valid expression with two reductions along different axes e
 
 TEST_CASE("bad dims throw, naming the op and the dim", "[errors][dims]") {
   auto x = iota2(3, 4);
-  REQUIRE_THROWS_WITH(sd::sum(x, 5), Contains("sum") && Contains("dim 5") && Contains("rank 2"));
+  REQUIRE_THROWS_WITH(sd::sum(x, 5), Contains("sum") && Contains("dim 5") && Contains("[3, 4]"));
   REQUIRE_THROWS_WITH(sd::mean(x, -3), Contains("mean") && Contains("dim -3"));
   REQUIRE_THROWS_WITH(sd::sum(x, 2, sd::keepdim), Contains("sum") && Contains("dim 2"));
   REQUIRE_THROWS_WITH(sd::amax(x, {0, 2}), Contains("max") && Contains("dim 2"));
@@ -135,10 +134,9 @@ TEST_CASE("bad dims throw, naming the op and the dim", "[errors][dims]") {
   REQUIRE_NOTHROW(sd::softmax(x, -1));
 }
 
-// DESIGN.md §5 asks for the shapes in every run-time error, and for the op the user wrote.
-// Dim errors come from wrap_dim, which only knows the rank; row ops report their inner
-// reduction ("max") rather than "softmax".
-TEST_CASE("bad-dim errors name the input's shape and the user's op", "[errors][dims][!mayfail]") {
+// DESIGN.md §5 asks for the shapes in every run-time error, and for the op the user wrote
+// (softmax, not the max inside it).
+TEST_CASE("bad-dim errors name the input's shape and the user's op", "[errors][dims]") {
   auto x = iota2(3, 4);
   CHECK_THROWS_WITH(sd::sum(x, 5), Contains("sum") && Contains("[3, 4]"));
   CHECK_THROWS_WITH(sd::softmax(x, -3), Contains("softmax") && Contains("[3, 4]"));

@@ -430,7 +430,7 @@ TEST_CASE("large tensors print summarised, as PyTorch does", "[tensor][print]") 
 
 // print.hpp documents PyTorch's style, tensor([[1., 2.], [3., 4.]], ...): whole floats with a
 // trailing dot. The implementation prints them as integers ("1").
-TEST_CASE("whole floats print with a trailing dot (documented format)", "[tensor][print][!mayfail]") {
+TEST_CASE("whole floats print with a trailing dot (documented format)", "[tensor][print]") {
   CHECK(str(sd::from_vector(std::vector<float>{1.f, 2.f, 3.f, 4.f}, sd::shape(2, 2))) ==
         "tensor([[1., 2.], [3., 4.]], shape=[2, 2], dtype=float32)");
 }

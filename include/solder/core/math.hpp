@@ -22,7 +22,7 @@ template <>
 struct fp<float> {
   using U = std::uint32_t;
   using I = std::int32_t;
-  static constexpr int mant = 23;   // explicit mantissa bits
+  static constexpr int mant = 23;  // explicit mantissa bits
   static constexpr I bias = 127;
   static constexpr I max_exp = 127;
   static constexpr float round = 0x1.8p23f;  // v + round rounds |v| < 2^22 to an integer
@@ -37,9 +37,9 @@ struct fp<float> {
   static constexpr float ln2_lo16 = 0x1.7f7d1cp-20f;
   static constexpr float two_thirds_hi = 0x1.555556p-1f;
   static constexpr float two_thirds_lo = -0x1.555556p-26f;
-  static constexpr float exp_hi = 89.0f;     // exp(89) overflows
-  static constexpr float exp_lo = -104.0f;   // exp(-104) < 2^-150 rounds to 0
-  static constexpr float tanh_sat = 10.0f;   // tanh(10) rounds to 1
+  static constexpr float exp_hi = 89.0f;    // exp(89) overflows
+  static constexpr float exp_lo = -104.0f;  // exp(-104) < 2^-150 rounds to 0
+  static constexpr float tanh_sat = 10.0f;  // tanh(10) rounds to 1
   static constexpr float two_over_pi = 0x1.45f306p-1f;
   static constexpr float pio2_1 = 0x1.921fb6p+0f;
   static constexpr float pio2_2 = -0x1.777a5cp-25f;
@@ -180,16 +180,32 @@ SOLDER_HD SOLDER_INLINE T exp_clamped(T x) {
   return p * pow2i<T>(k1) * pow2i<T>(k - k1);
 }
 
-// expm1(x + x_lo) for x in [-40, exp_hi]: 2^k*expm1(r) + (2^k - 1), where 2^k - 1 is exact for
-// the k where the sum cancels. k = max_exp + 1 only happens on the way to overflow.
+// expm1(x + x_lo) = 2^k*expm1(r) + (2^k - 1), where 2^k - 1 is exact for the k where the sum
+// cancels. Scale is 2^min(k, max_exp): k = max_exp + 1 only happens on the way to overflow.
 template <class T>
-SOLDER_HD SOLDER_INLINE T expm1_clamped(T x, T x_lo = T(0)) {
+struct expm1_parts {
+  T q;      // expm1(r)
+  T scale;  // 2^k or 2^max_exp
+  typename fp<T>::I k;
+};
+template <class T>
+SOLDER_HD SOLDER_INLINE expm1_parts<T> expm1_split(T x, T x_lo) {
   using F = fp<T>;
   const auto [hi, lo, k] = exp_reduce(x, x_lo);
   const T r = hi + lo;
-  const T q = hi + std::fma(r * r, expm1_poly(r), lo);
-  const T s = pow2i<T>(k < F::max_exp ? k : F::max_exp);
-  return select(k > F::max_exp, (q + T(1)) * s * T(2), std::fma(q, s, s - T(1)));
+  return {hi + std::fma(r * r, expm1_poly(r), lo), pow2i<T>(k < F::max_exp ? k : F::max_exp), k};
+}
+// expm1(x + x_lo) for x + x_lo <= 0 (down to -40).
+template <class T>
+SOLDER_HD SOLDER_INLINE T expm1_nonpos(T x, T x_lo = T(0)) {
+  const auto [q, s, k] = expm1_split(x, x_lo);
+  return std::fma(q, s, s - T(1));
+}
+// expm1(x) for x in [-40, exp_hi].
+template <class T>
+SOLDER_HD SOLDER_INLINE T expm1_clamped(T x) {
+  const auto [q, s, k] = expm1_split(x, T(0));
+  return select(k > fp<T>::max_exp, (q + T(1)) * s * T(2), std::fma(q, s, s - T(1)));
 }
 
 // log(1+f) - f on f in [-1/3, 1/3]. float: minimax f^2*P(f); double: fdlibm-style
@@ -221,23 +237,29 @@ SOLDER_HD SOLDER_INLINE double atanh_tail5(double z) {
 }
 
 // x = m * 2^e with m in [2/3, 4/3): bits minus those of 2/3 carry e in the exponent field.
-// Subnormal x is first scaled by 2^mant.
 template <class T>
 struct log_reduced {
   T f;  // m - 1, exact
   T e;
-  typename fp<T>::I e_normal;  // e before the subnormal adjustment
+  typename fp<T>::I ei;  // e as an integer
 };
 template <class T>
-SOLDER_HD SOLDER_INLINE log_reduced<T> log_reduce(T x) {  // x positive
+SOLDER_HD SOLDER_INLINE log_reduced<T> log_reduce_normal(T x) {  // x positive normal
   using F = fp<T>;
-  const bool sub = x < F::min_normal;
-  const typename F::U ix = to_bits(select(sub, x * F::two_mant, x));
+  const typename F::U ix = to_bits(x);
   const typename F::U tmp = ix - F::log_off;
   const typename F::I e = typename F::I(tmp) >> F::mant;  // arithmetic shift (C++20)
   // e as a float through the rounding constant's mantissa: AVX2 has no int64->double convert.
   const T ef = from_bits<T>(to_bits(F::round) + typename F::U(e)) - F::round;
-  return {from_bits<T>(ix - (tmp & F::exp_field)) - T(1), ef - select(sub, T(F::mant), T(0)), e};
+  return {from_bits<T>(ix - (tmp & F::exp_field)) - T(1), ef, e};
+}
+// Any positive x: subnormals are scaled by 2^mant first (ei is then off by mant).
+template <class T>
+SOLDER_HD SOLDER_INLINE log_reduced<T> log_reduce(T x) {
+  using F = fp<T>;
+  const bool sub = x < F::min_normal;
+  const auto r = log_reduce_normal(select(sub, x * F::two_mant, x));
+  return {r.f, r.e - select(sub, T(F::mant), T(0)), r.ei};
 }
 
 // sin (quadrant shift 0) or cos (shift 1): k = nearest integer to x*2/pi, r = x - k*pi/2 by a
@@ -253,9 +275,8 @@ SOLDER_HD SOLDER_INLINE float cos_poly(float z) {
   return horner(z, -0x1.fffffep-2f, 0x1.5554b6p-5f, -0x1.6be418p-10f, 0x1.93303ep-16f);
 }
 SOLDER_HD SOLDER_INLINE double cos_poly(double z) {
-  return horner(z, -0x1.0p-1, 0x1.5555555555532p-5, -0x1.6c16c16c131b1p-10,
-                0x1.a01a019a62822p-16, -0x1.27e4f6a94edd6p-22, 0x1.1ee91b0907b0ep-29,
-                -0x1.8f4d43f163e99p-37);
+  return horner(z, -0x1.0p-1, 0x1.5555555555532p-5, -0x1.6c16c16c131b1p-10, 0x1.a01a019a62822p-16,
+                -0x1.27e4f6a94edd6p-22, 0x1.1ee91b0907b0ep-29, -0x1.8f4d43f163e99p-37);
 }
 template <class T, unsigned Shift>
 SOLDER_HD SOLDER_INLINE T sincos(T x) {
@@ -283,23 +304,23 @@ SOLDER_HD SOLDER_INLINE float erf_nonneg(float t) {  // t in [0, 4] (NaN passes)
                              0x1.505fbep-13f, -0x1.b5004ap-10f, 0x1.4bc9e2p-11f, -0x1.ed6c42p-14f,
                              0x1.3696a0p-17f);
   const float l = u + p;
-  return -expm1_clamped(l, (p - (l - u)) + u_lo);
+  return -expm1_nonpos(l, (p - (l - u)) + u_lo);
 }
 SOLDER_HD SOLDER_INLINE double erf_nonneg(double t) {  // t in [0, 6]
   // t < 1: t*P(t^2); t >= 1: -expm1(log(erfc(t))) with log(erfc) a polynomial in t-1.
   const double small =
-      std::fma(t, 0x1.20dd750429b6dp+0, t * horner(t * t, 0x1.1ae3a914fed8p-56, -0x1.812746b0379bdp-2, 0x1.ce2f21a040d16p-4,
-                 -0x1.b82ce311fa93dp-6, 0x1.565bccf92b2e2p-8, -0x1.c02db03dd6de4p-11,
-                 0x1.f9a2baa8f882ap-14, -0x1.f4ca4d6ed9043p-17, 0x1.b97fd3d5a10acp-20,
-                 -0x1.5c0726d8472e9p-23, 0x1.d71b0e7799b7cp-27, -0x1.abae474047564p-31));
-  const double l =
-      horner(t - 1.0, -0x1.d97fbf27aa2a1p+0, -0x1.51c9b0006c21ep+1, -0x1.afabc11a2acf2p-1,
-             -0x1.5477f099ef408p-5, 0x1.48c9d3889463fp-7, -0x1.033f5ae421dfap-9,
-             0x1.f1b07c85914d0p-13, 0x1.b929ca117cc9bp-16, -0x1.c84b3951e36ccp-16,
-             0x1.4470bc8564a46p-17, -0x1.1dd89f09a1368p-19, 0x1.b474c05d90337p-23,
-             0x1.f94b7aead3842p-25, -0x1.216d733eeede4p-25, 0x1.276908d9c4d8cp-27,
-             -0x1.6e54231875bf4p-30, 0x1.0976581239895p-33, -0x1.5ad959d92602ap-38);
-  return select(t < 1.0, small, -expm1_clamped(l));
+      std::fma(t, 0x1.20dd750429b6dp+0,
+               t * horner(t * t, 0x1.1ae3a914fed8p-56, -0x1.812746b0379bdp-2, 0x1.ce2f21a040d16p-4,
+                          -0x1.b82ce311fa93dp-6, 0x1.565bccf92b2e2p-8, -0x1.c02db03dd6de4p-11,
+                          0x1.f9a2baa8f882ap-14, -0x1.f4ca4d6ed9043p-17, 0x1.b97fd3d5a10acp-20,
+                          -0x1.5c0726d8472e9p-23, 0x1.d71b0e7799b7cp-27, -0x1.abae474047564p-31));
+  const double l = horner(
+      t - 1.0, -0x1.d97fbf27aa2a1p+0, -0x1.51c9b0006c21ep+1, -0x1.afabc11a2acf2p-1,
+      -0x1.5477f099ef408p-5, 0x1.48c9d3889463fp-7, -0x1.033f5ae421dfap-9, 0x1.f1b07c85914d0p-13,
+      0x1.b929ca117cc9bp-16, -0x1.c84b3951e36ccp-16, 0x1.4470bc8564a46p-17, -0x1.1dd89f09a1368p-19,
+      0x1.b474c05d90337p-23, 0x1.f94b7aead3842p-25, -0x1.216d733eeede4p-25, 0x1.276908d9c4d8cp-27,
+      -0x1.6e54231875bf4p-30, 0x1.0976581239895p-33, -0x1.5ad959d92602ap-38);
+  return select(t < 1.0, small, -expm1_nonpos(l));
 }
 template <class T>
 struct erf_range;
@@ -314,7 +335,8 @@ struct erf_range<double> {
 
 // (tanh(a) - a) / a^3 as a polynomial in z = a^2 on a <= atanh(1/2).
 SOLDER_HD SOLDER_INLINE float tanh_poly(float z) {
-  return horner(z, -0x1.55554ap-2f, 0x1.110d30p-3f, -0x1.b92a20p-5f, 0x1.594b96p-6f, -0x1.9b87fap-8f);
+  return horner(z, -0x1.55554ap-2f, 0x1.110d30p-3f, -0x1.b92a20p-5f, 0x1.594b96p-6f,
+                -0x1.9b87fap-8f);
 }
 SOLDER_HD SOLDER_INLINE double tanh_poly(double z) {
   return horner(z, -0x1.55555555554a2p-2, 0x1.1111111102e37p-3, -0x1.ba1ba1adac57ap-5,
@@ -365,22 +387,24 @@ SOLDER_HD SOLDER_INLINE T pow_impl(T x, T y) {
   // s = (m-1)/(m+1) carried as s + s_lo, log m = 2s + 2s^3/3 + s^5*R(s^2), plus s_lo times the
   // derivative 2/(1-s^2). e*ln2, 2s and 2s^3/3 are summed error-free; the rest only needs
   // working precision.
-  const auto [f, e, e_normal] = log_reduce(ax);
+  const auto [f, e, ei] = log_reduce(ax);
   const T d = T(2) + f;
   const T d_lo = (T(2) - d) + f;
   const T s = f / d;
-  const T rem = std::fma(-s, d, f) - s * d_lo;  // f - s*(2+f), the division's remainder
+  const T rem = std::fma(-s, d, f) - s * d_lo;              // f - s*(2+f), the division's remainder
   const T s_lo = std::fma(rem, T(-0.5) * s, T(0.5) * rem);  // rem / (2+f) = rem * (1-s) / 2
   const T z = s * s;
   const T s3 = s * z;
   const T s3_lo = std::fma(s, z, -s3) + s * std::fma(s, s, -z);
   const T t = s3 * F::two_thirds_hi;
-  const T t_lo = std::fma(s3, F::two_thirds_hi, -t) + std::fma(s3, F::two_thirds_lo, s3_lo * F::two_thirds_hi);
+  const T t_lo =
+      std::fma(s3, F::two_thirds_hi, -t) + std::fma(s3, F::two_thirds_lo, s3_lo * F::two_thirds_hi);
   const T hi0 = e * F::ln2_hi16;  // exact
   const T hi1 = hi0 + (s + s);
   const T hi2 = hi1 + t;
   const T lo = ((s + s) - (hi1 - hi0)) + (t - (hi2 - hi1)) + t_lo +
-               std::fma(e, F::ln2_lo16, s3 * z * atanh_tail5(z)) + (s_lo + s_lo) * horner(z, T(1), T(1), T(1));
+               std::fma(e, F::ln2_lo16, s3 * z * atanh_tail5(z)) +
+               (s_lo + s_lo) * horner(z, T(1), T(1), T(1));
   const T l_hi = hi2 + lo;
   const T l_lo = lo - (l_hi - hi2);
   // y*log|x| = z_hi + z_lo, then exp of it with z_lo folded into the reduced argument.
@@ -420,23 +444,38 @@ SOLDER_HD SOLDER_INLINE T log_special(T x, T pole, T res) {
 template <class T>
 SOLDER_HD SOLDER_INLINE T log_impl(T x) {
   using F = fp<T>;
-  const auto [f, e, e_normal] = log_reduce(x);
+  const auto [f, e, ei] = log_reduce(x);
   const T res = std::fma(e, F::ln2_hi, f + std::fma(e, F::ln2_lo, log1p_tail(f)));
   return log_special(x, T(0), res);
 }
 
+// log1p(x) for finite x > -1: u = 1+x rounded and c its rounding error (exact while
+// u < 2^(mant+1); zero where e would overflow the 2^-e construction), then
+// log1p(x) = e*ln2 + log1p(f + d) with d = c*2^-e, whose d term to first order is d/(1+f),
+// here d*(1 - f + f^2). u >= 2^-(mant+1) is normal.
 template <class T>
-SOLDER_HD SOLDER_INLINE T log1p_impl(T x) {
+SOLDER_HD SOLDER_INLINE T log1p_finite(T x) {
   using F = fp<T>;
   const T u = T(1) + x;
-  const T c = x - (u - T(1));  // rounding error of 1+x (exact while u < 2^(mant+1))
-  const auto [f, e, ei] = log_reduce(u);  // u >= 2^-mant-1 is normal where it matters
-  // log1p(x) = e*ln2 + log1p(f + d) with d = c*2^-e; the d term to first order is d/(1+f),
-  // here d*(1 - f + f^2). c is zero where e would overflow the 2^-e construction.
+  const T c = x - (u - T(1));
+  const auto [f, e, ei] = log_reduce_normal(u);
   const T d = c * pow2i<T>(-(ei < F::max_exp ? ei : F::max_exp - 1));
   const T tail = log1p_tail(f) + std::fma(d, std::fma(f, f, -f), d);
-  const T res = std::fma(e, F::ln2_hi, f + std::fma(e, F::ln2_lo, tail));
-  return log_special(x, T(-1), select(x == T(0), x, res));
+  return std::fma(e, F::ln2_hi, f + std::fma(e, F::ln2_lo, tail));
+}
+
+template <class T>
+SOLDER_HD SOLDER_INLINE T log1p_impl(T x) {
+  return log_special(x, T(-1), select(x == T(0), x, log1p_finite(x)));
+}
+
+// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): the arguments stay in (0, 1] and need none of the
+// range handling of exp and log1p; above 20 the result is x, as in PyTorch's softplus.
+template <class T>
+SOLDER_HD SOLDER_INLINE T softplus_impl(T x) {
+  const T a = std::fabs(x);
+  const T e = exp_clamped(select(a > -fp<T>::exp_lo, fp<T>::exp_lo, -a));  // NaN passes
+  return select(x > T(20), x, select(x > T(0), x, T(0)) + log1p_finite(e));
 }
 
 }  // namespace detail
@@ -451,10 +490,12 @@ SOLDER_HD SOLDER_INLINE double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 // ---- exp, expm1 --------------------------------------------------------------------------------
 
 SOLDER_HD SOLDER_INLINE float exp(float x) {
-  return detail::exp_clamped(detail::clamp_nan(x, detail::fp<float>::exp_lo, detail::fp<float>::exp_hi));
+  return detail::exp_clamped(
+      detail::clamp_nan(x, detail::fp<float>::exp_lo, detail::fp<float>::exp_hi));
 }
 SOLDER_HD SOLDER_INLINE double exp(double x) {
-  return detail::exp_clamped(detail::clamp_nan(x, detail::fp<double>::exp_lo, detail::fp<double>::exp_hi));
+  return detail::exp_clamped(
+      detail::clamp_nan(x, detail::fp<double>::exp_lo, detail::fp<double>::exp_hi));
 }
 
 SOLDER_HD SOLDER_INLINE float expm1(float x) {  // below -40 the result is -1 in either type
@@ -481,8 +522,8 @@ SOLDER_HD SOLDER_INLINE float sigmoid(float x) { return detail::sigmoid_impl(x);
 SOLDER_HD SOLDER_INLINE double sigmoid(double x) { return detail::sigmoid_impl(x); }
 
 // log(1 + e^x), returning x above 20 like PyTorch's softplus (threshold 20).
-SOLDER_HD SOLDER_INLINE float softplus(float x) { return detail::select(x > 20.0f, x, log1p(exp(x))); }
-SOLDER_HD SOLDER_INLINE double softplus(double x) { return detail::select(x > 20.0, x, log1p(exp(x))); }
+SOLDER_HD SOLDER_INLINE float softplus(float x) { return detail::softplus_impl(x); }
+SOLDER_HD SOLDER_INLINE double softplus(double x) { return detail::softplus_impl(x); }
 
 // ---- erf ---------------------------------------------------------------------------------------
 
@@ -497,8 +538,12 @@ SOLDER_HD SOLDER_INLINE double erf(double x) {
 
 // ---- sin, cos ----------------------------------------------------------------------------------
 
-SOLDER_HD SOLDER_INLINE float sin(float x) { return detail::select(x == 0.0f, x, detail::sincos<float, 0>(x)); }
-SOLDER_HD SOLDER_INLINE double sin(double x) { return detail::select(x == 0.0, x, detail::sincos<double, 0>(x)); }
+SOLDER_HD SOLDER_INLINE float sin(float x) {
+  return detail::select(x == 0.0f, x, detail::sincos<float, 0>(x));
+}
+SOLDER_HD SOLDER_INLINE double sin(double x) {
+  return detail::select(x == 0.0, x, detail::sincos<double, 0>(x));
+}
 SOLDER_HD SOLDER_INLINE float cos(float x) { return detail::sincos<float, 1>(x); }
 SOLDER_HD SOLDER_INLINE double cos(double x) { return detail::sincos<double, 1>(x); }
 
