@@ -1,10 +1,13 @@
 // Transcendental functions for float and double that vectorize: every function is branch-free
-// straight-line code (bitwise selects, integer exponent tricks, polynomials; no tables, no libm
-// calls but sqrt), so g++ vectorizes `omp simd` loops over them and nvcc inlines them into
-// device code. Accuracy and method per function: docs/math.md.
+// straight-line code (bitwise selects, integer exponent tricks, fma polynomials; no tables, no
+// libm calls but sqrt), so g++ vectorizes `omp simd` loops over them and nvcc inlines them into
+// device code. Accuracy, method and speed per function: docs/math.md.
 //
 // Relies on IEEE round-to-nearest and on the compiler not reassociating floating-point
-// arithmetic: do not build with -ffast-math / -fassociative-math.
+// arithmetic: do not build with -ffast-math / -fassociative-math. std::fma must be the hardware
+// instruction (-march with FMA, e.g. native) to be fast and vectorize; without it the results
+// are the same but slow. sqrt/rsqrt vectorize only with -fno-math-errno (g++ otherwise keeps a
+// scalar errno path for negative arguments).
 #pragma once
 
 #include <cmath>
@@ -40,6 +43,7 @@ struct fp<float> {
   static constexpr float exp_hi = 89.0f;    // exp(89) overflows
   static constexpr float exp_lo = -104.0f;  // exp(-104) < 2^-150 rounds to 0
   static constexpr float tanh_sat = 10.0f;  // tanh(10) rounds to 1
+  static constexpr float erf_sat = 4.0f;    // erf(4) rounds to 1
   static constexpr float two_over_pi = 0x1.45f306p-1f;
   static constexpr float pio2_1 = 0x1.921fb6p+0f;
   static constexpr float pio2_2 = -0x1.777a5cp-25f;
@@ -69,6 +73,7 @@ struct fp<double> {
   static constexpr double exp_hi = 710.0;
   static constexpr double exp_lo = -746.0;
   static constexpr double tanh_sat = 20.0;
+  static constexpr double erf_sat = 6.0;
   static constexpr double two_over_pi = 0x1.45f306dc9c883p-1;
   static constexpr double pio2_1 = 0x1.921fb54442d18p+0;
   static constexpr double pio2_2 = 0x1.1a62633145c07p-54;
@@ -92,7 +97,8 @@ template <class T>
 SOLDER_HD SOLDER_INLINE constexpr T nan() {
   return from_bits<T>(typename fp<T>::U(1) << (fp<T>::mant - 1) | to_bits(inf<T>()));
 }
-// 2^k for k in the normal exponent range; unsigned so that garbage k (NaN input) cannot overflow.
+// 2^k for k in the normal exponent range. The shift is unsigned: a garbage k (from a NaN
+// input, whose result is NaN anyway) must not make it undefined.
 template <class T>
 SOLDER_HD SOLDER_INLINE constexpr T pow2i(typename fp<T>::I k) {
   return from_bits<T>(typename fp<T>::U(k + fp<T>::bias) << fp<T>::mant);
@@ -208,8 +214,9 @@ SOLDER_HD SOLDER_INLINE T expm1_clamped(T x) {
   return select(k > fp<T>::max_exp, (q + T(1)) * s * T(2), std::fma(q, s, s - T(1)));
 }
 
-// log(1+f) - f on f in [-1/3, 1/3]. float: minimax f^2*P(f); double: fdlibm-style
-// s = f/(2+f), log(1+f) = f - f^2/2 + s*(f^2/2 + R(s^2)), which needs a lower degree.
+// log(1+f) - f on f in [-1/3, 1/3]. float: minimax f^2*P(f). double: with s = f/(2+f),
+// log(1+f) = 2 atanh(s) = f - f^2/2 + s*(f^2/2 + R(s^2)), a series in s^2 <= 1/25 that needs a
+// far lower degree (and keeps the division's rounding in the small term).
 SOLDER_HD SOLDER_INLINE float log1p_tail(float f) {
   return f * f *
          horner(f, -0x1.p-1f, 0x1.555502p-2f, -0x1.fffe84p-3f, 0x1.99d1f2p-3f, -0x1.55a754p-3f,
@@ -262,8 +269,8 @@ SOLDER_HD SOLDER_INLINE log_reduced<T> log_reduce(T x) {
   return {r.f, r.e - select(sub, T(F::mant), T(0)), r.ei};
 }
 
-// sin (quadrant shift 0) or cos (shift 1): k = nearest integer to x*2/pi, r = x - k*pi/2 by a
-// three-part Cody-Waite reduction, then the sin or cos polynomial on |r| <= pi/4 by quadrant.
+// (sin(r) - r) / r^3 and (cos(r) - 1) / r^2 as polynomials in z = r^2, on |r| <= sincos_r:
+// pi/4 plus the overshoot of a k rounded from x * (2/pi rounded), up to |x| = 2^22 pi/2 in float.
 SOLDER_HD SOLDER_INLINE float sin_poly(float z) {
   return horner(z, -0x1.555554p-3f, 0x1.1110dcp-7f, -0x1.9ff70cp-13f, 0x1.68aed2p-19f);
 }
@@ -278,6 +285,9 @@ SOLDER_HD SOLDER_INLINE double cos_poly(double z) {
   return horner(z, -0x1.0p-1, 0x1.5555555555532p-5, -0x1.6c16c16c131b1p-10, 0x1.a01a019a62822p-16,
                 -0x1.27e4f6a94edd6p-22, 0x1.1ee91b0907b0ep-29, -0x1.8f4d43f163e99p-37);
 }
+// sin (quadrant shift 0) or cos (shift 1): k = nearest integer to x*2/pi, r = x - k*pi/2 by a
+// three-part Cody-Waite reduction, then the sin or cos polynomial by quadrant. Valid while
+// x*2/pi + round stays in round's binade: |x| < 2^22 pi/2 (float), 2^51 pi/2 (double).
 template <class T, unsigned Shift>
 SOLDER_HD SOLDER_INLINE T sincos(T x) {
   using F = fp<T>;
@@ -322,17 +332,6 @@ SOLDER_HD SOLDER_INLINE double erf_nonneg(double t) {  // t in [0, 6]
       -0x1.6e54231875bf4p-30, 0x1.0976581239895p-33, -0x1.5ad959d92602ap-38);
   return select(t < 1.0, small, -expm1_nonpos(l));
 }
-template <class T>
-struct erf_range;
-template <>
-struct erf_range<float> {
-  static constexpr float sat = 4.0f;  // erf(4) rounds to 1
-};
-template <>
-struct erf_range<double> {
-  static constexpr double sat = 6.0;
-};
-
 // (tanh(a) - a) / a^3 as a polynomial in z = a^2 on a <= atanh(1/2).
 SOLDER_HD SOLDER_INLINE float tanh_poly(float z) {
   return horner(z, -0x1.55554ap-2f, 0x1.110d30p-3f, -0x1.b92a20p-5f, 0x1.594b96p-6f,
@@ -350,12 +349,12 @@ SOLDER_HD SOLDER_INLINE T tanh_impl(T x) {
   const T a = clamp_nan(std::fabs(x), T(0), F::tanh_sat);
   const T z = a * a;
   const T small = std::fma(a * z, tanh_poly(z), a);
-  // Above atanh(1/2) the result is >= 1/2, so 1 - 2/(e^2a + 1) loses nothing to cancellation;
-  // e^2a + 1 = 2^k*(e^r - 1) + (2^k + 1) is rounded once.
+  // Above atanh(1/2) = 0.5493... the result is >= 1/2, so 1 - 2/(e^2a + 1) loses nothing to
+  // cancellation; e^2a + 1 = 2^k*(e^r - 1) + (2^k + 1) is rounded once.
   const auto [hi, lo, k] = exp_reduce(a + a);
   const T s = pow2i<T>(k);
   const T big = T(1) - T(2) / std::fma(expm1_reduced(hi, lo), s, s + T(1));
-  return std::copysign(select(a < T(0.5493), small, big), x);
+  return std::copysign(select(a < T(0.54930614433405489), small, big), x);
 }
 
 // 1/(1 + e^-x) = 2^-j / (2^-j + 2^m (1+s)) with e^-x = 2^k (1+s), j = max(k,0), m = min(k,0):
@@ -528,11 +527,11 @@ SOLDER_HD SOLDER_INLINE double softplus(double x) { return detail::softplus_impl
 // ---- erf ---------------------------------------------------------------------------------------
 
 SOLDER_HD SOLDER_INLINE float erf(float x) {
-  const float t = detail::clamp_nan(std::fabs(x), 0.0f, detail::erf_range<float>::sat);
+  const float t = detail::clamp_nan(std::fabs(x), 0.0f, detail::fp<float>::erf_sat);
   return std::copysign(detail::erf_nonneg(t), x);
 }
 SOLDER_HD SOLDER_INLINE double erf(double x) {
-  const double t = detail::clamp_nan(std::fabs(x), 0.0, detail::erf_range<double>::sat);
+  const double t = detail::clamp_nan(std::fabs(x), 0.0, detail::fp<double>::erf_sat);
   return std::copysign(detail::erf_nonneg(t), x);
 }
 
