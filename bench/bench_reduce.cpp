@@ -5,6 +5,7 @@
 // [4096,1024] -> [1024] in solder and Eigen.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include <solder/solder.hpp>
@@ -79,7 +80,7 @@ void BM_read_roof(benchmark::State& state) {
 void BM_row_sum_solder(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-    d.row = sd::sum(d.m, 1);
+  d.row = sd::sum(d.m, 1);
     benchmark::DoNotOptimize(d.row.data());
     benchmark::ClobberMemory();
   }
@@ -88,7 +89,7 @@ void BM_row_sum_solder(benchmark::State& state) {
 void BM_col_sum_solder(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-    d.col = sd::sum(d.m, 0);
+  d.col = sd::sum(d.m, 0);
     benchmark::DoNotOptimize(d.col.data());
     benchmark::ClobberMemory();
   }
@@ -106,7 +107,7 @@ void BM_sum_eigen(benchmark::State& state) {
 void BM_row_sum_eigen(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-    eigen_sum_dim(d.m.data(), d.row.data(), 1);
+  eigen_sum_dim(d.m.data(), d.row.data(), 1);
     benchmark::DoNotOptimize(d.row.data());
     benchmark::ClobberMemory();
   }
@@ -115,7 +116,7 @@ void BM_row_sum_eigen(benchmark::State& state) {
 void BM_col_sum_eigen(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-    eigen_sum_dim(d.m.data(), d.col.data(), 0);
+  eigen_sum_dim(d.m.data(), d.col.data(), 0);
     benchmark::DoNotOptimize(d.col.data());
     benchmark::ClobberMemory();
   }
@@ -151,15 +152,25 @@ void check_peers() {
     for (std::int64_t j = 0; j < cols; ++j) cref[static_cast<std::size_t>(j)] = static_cast<float>(c[static_cast<std::size_t>(j)]);
   }
   constexpr double atol = 1e-3;  // sums of +-1 values: |sum| ~ 20..60, float error ~1e-5
+  // Outputs start as NaN, so a kernel that skips elements cannot pass on stale values.
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  auto clear = [&] {
+    sb::peer::fill(d.row.data(), rows, nan);
+    sb::peer::fill(d.col.data(), cols, nan);
+  };
+  clear();
   d.row = sd::sum(d.m, 1);
   sb::check_close("row sum: solder vs double", d.row.data(), rref.data(), rows, atol);
+  clear();
   d.col = sd::sum(d.m, 0);
   sb::check_close("column sum: solder vs double", d.col.data(), cref.data(), cols, atol);
 #if defined(SOLDER_HAVE_EIGEN)
   float e = eigen_sum(d.x.data());
   sb::check_close("full sum: Eigen vs double", &e, &ref_f, 1, 0, rtol);
+  clear();
   eigen_sum_dim(d.m.data(), d.row.data(), 1);
   sb::check_close("row sum: Eigen vs double", d.row.data(), rref.data(), rows, atol);
+  clear();
   eigen_sum_dim(d.m.data(), d.col.data(), 0);
   sb::check_close("column sum: Eigen vs double", d.col.data(), cref.data(), cols, atol);
 #endif

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace solder_bench {
 
@@ -123,9 +124,19 @@ inline double check_close(char const* what, float const* got, float const* ref, 
 }
 
 // Runs the registered benchmarks with a MedianReporter; returns false if flags were bad.
+// Defaults, overridable on the command line (later flags win): repetitions of different
+// benchmarks interleaved in random order, so a change in the machine's state (another
+// process, a neighbour's memory traffic) spreads over all of them instead of skewing one
+// ratio; 0.2 s per repetition keeps each program well under a minute.
 inline bool run_benchmarks(int& argc, char** argv, MedianReporter& rep) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return false;
+  static char interleave[] = "--benchmark_enable_random_interleaving=true";
+  static char min_time[] = "--benchmark_min_time=0.2";
+  std::vector<char*> args{argv[0], interleave, min_time};
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return false;
   benchmark::RunSpecifiedBenchmarks(&rep);
   benchmark::Shutdown();
   return true;

@@ -368,6 +368,14 @@ TEST_CASE("reductions fuse with producers and consumers", "[reduce][fused]") {
     ref::check_close(sd::eval(e), E, ref::Tol{8, 1e-6}, "max(exp(xt)+bias, 0)-1");
   }
   {
+    // A full reduction with a consumer: a rank-0 kernel.
+    auto e = sd::sqrt(sd::sum(x * x)) * 2.f;
+    static_assert(sd::kernel_count<decltype(e)> == 1 && decltype(e)::rank == 0);
+    double ss = ref::fsum(ref::map([](double v) { return v * v; }, X).v);
+    // 221 positive terms: relative 222 eps, halved by sqrt, plus 2 roundings.
+    ref::check_close(sd::eval(e), Array({}, std::sqrt(ss) * 2), ref::Tol{2 * 113 + 1, tiny}, "sqrt(sum(x*x))*2");
+  }
+  {
     // A mean over the kept axis of a keepdim mean: sum over rows of (x - row mean)^2 — var.
     auto c = x - sd::mean(x, 1, sd::keepdim);
     auto e = sd::sum(c * c, 1);

@@ -66,13 +66,26 @@ constexpr auto as_extents() {
 template <int R>
 using Index = std::array<std::int64_t, R>;
 
+// A shape as text, formatted only when printed: checks pass it along for free, and only a
+// failing check pays for the string.
 template <int R>
-std::string shape_string(Index<R> const& s) {
-  std::ostringstream os;
-  os << '[';
-  for (int i = 0; i < R; ++i) os << (i ? ", " : "") << s[i];
-  os << ']';
-  return os.str();
+struct ShapeText {
+  Index<R> dims;
+  friend std::ostream& operator<<(std::ostream& os, ShapeText const& s) {
+    os << '[';
+    for (int i = 0; i < R; ++i) os << (i ? ", " : "") << s.dims[i];
+    return os << ']';
+  }
+  operator std::string() const {
+    std::ostringstream os;
+    os << *this;
+    return os.str();
+  }
+};
+
+template <int R>
+ShapeText<R> shape_string(Index<R> const& s) {
+  return {s};
 }
 
 template <int R>

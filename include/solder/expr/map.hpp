@@ -113,7 +113,7 @@ struct Map : detail::ExprTag {
         [&](auto const&... ch) {
           if (!(true && ... && detail::broadcast_into<rank>(shape_, ch.shape()))) {
             std::string shapes;
-            ((shapes += (shapes.empty() ? "" : " and ") + shape_string<std::remove_cvref_t<decltype(ch)>::rank>(ch.shape())), ...);
+            ((shapes += (shapes.empty() ? "" : " and ") + std::string(shape_string<std::remove_cvref_t<decltype(ch)>::rank>(ch.shape()))), ...);
             detail::fail(Op::name, ": shapes ", shapes, " cannot be broadcast together");
           }
         },

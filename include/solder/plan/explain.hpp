@@ -80,7 +80,7 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
     void const* p = n.tensor.data();
     if (k.inputs.insert(p).second)
       k.read += n.tensor.numel() * static_cast<std::int64_t>(sizeof(typename N::value_type));
-    std::string name = x.input_name(p) + shape_string<N::rank>(n.shape());
+    std::string name = x.input_name(p) + std::string(shape_string<N::rank>(n.shape()));
     return {name, x.node(name, cl)};
   } else if constexpr (is_scalar<N>::value) {
     std::string s = scalar_text(n.value);

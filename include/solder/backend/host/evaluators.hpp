@@ -109,22 +109,29 @@ struct MapEval {
     if constexpr (static_cast<int>(I) < from) return v;
     else return static_cast<Compute>(v);
   }
-  SOLDER_INLINE void prepare(Index<D> const& i) {
-    std::apply([&](auto&... e) { (e.prepare(i), ...); }, c);
+  // Index-sequence helpers, not lambdas: a lambda is not always inlined, and one call per
+  // element keeps the loop from vectorizing.
+  using Seq = std::index_sequence_for<E...>;
+  template <std::size_t... I>
+  SOLDER_INLINE void prepare_all(Index<D> const& i, std::index_sequence<I...>) {
+    (std::get<I>(c).prepare(i), ...);
   }
-  SOLDER_INLINE void begin_line(Index<D> const& i) {
-    std::apply([&](auto&... e) { (e.begin_line(i), ...); }, c);
+  template <std::size_t... I>
+  SOLDER_INLINE void begin_all(Index<D> const& i, std::index_sequence<I...>) {
+    (std::get<I>(c).begin_line(i), ...);
   }
-  SOLDER_INLINE auto line(std::int64_t j) const {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return op(arg<I>(std::get<I>(c).line(j))...);
-    }(std::index_sequence_for<E...>{});
+  template <std::size_t... I>
+  SOLDER_INLINE auto line_of(std::int64_t j, std::index_sequence<I...>) const {
+    return op(arg<I>(std::get<I>(c).line(j))...);
   }
-  SOLDER_INLINE auto at(Index<D> const& i) const {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return op(arg<I>(std::get<I>(c).at(i))...);
-    }(std::index_sequence_for<E...>{});
+  template <std::size_t... I>
+  SOLDER_INLINE auto at_of(Index<D> const& i, std::index_sequence<I...>) const {
+    return op(arg<I>(std::get<I>(c).at(i))...);
   }
+  SOLDER_INLINE void prepare(Index<D> const& i) { prepare_all(i, Seq{}); }
+  SOLDER_INLINE void begin_line(Index<D> const& i) { begin_all(i, Seq{}); }
+  SOLDER_INLINE auto line(std::int64_t j) const { return line_of(j, Seq{}); }
+  SOLDER_INLINE auto at(Index<D> const& i) const { return at_of(i, Seq{}); }
   bool contiguous(int from_axis, Index<D> const& dom) const {
     return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
   }
@@ -144,23 +151,24 @@ inline constexpr int reduce_lanes = sizeof(A) >= 16 ? 8 : static_cast<int>(64 / 
 template <class A>
 inline constexpr std::int64_t reduce_block_len = reduce_lanes<A> * 128;
 
-// One block [b, e), e - b <= reduce_block_len<A>: its W lanes folded in a fixed order.
-template <class Op, class A, class F>
-SOLDER_INLINE A reduce_lane_block(F const& values, std::int64_t b, std::int64_t e) {
+// One block [b, e) of a line, e - b <= reduce_block_len<A>: its W lanes folded in a fixed
+// order. `values` is the evaluator of the reduction's input, already at the line's start.
+template <class Op, class A, class Ev>
+SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t e) {
   constexpr int W = reduce_lanes<A>;
   A lanes[W];
   for (int k = 0; k < W; ++k) lanes[k] = Op::template identity<A>();
   std::int64_t j = b;
   for (; j + W <= e; j += W)
-    for (int k = 0; k < W; ++k) lanes[k] = Op::step(lanes[k], values(j + k), j + k);
-  for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values(j), j);
+    for (int k = 0; k < W; ++k) lanes[k] = Op::step(lanes[k], values.line(j + k), j + k);
+  for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values.line(j), j);
   for (int w = W / 2; w > 0; w /= 2)
     for (int k = 0; k < w; ++k) lanes[k] = Op::merge(lanes[k], lanes[k + w]);
   return lanes[0];
 }
 
-template <class Op, class A, class F>
-SOLDER_INLINE A reduce_range(F const& values, std::int64_t begin, std::int64_t end) {
+template <class Op, class A, class Ev>
+SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t end) {
   constexpr std::int64_t block = reduce_block_len<A>;
   A total = Op::template identity<A>();
   for (std::int64_t b = begin; b < end; b += block)
@@ -216,7 +224,7 @@ struct ReduceEval {
   }
   static A reduce_block(Child& c, Index<F> const& f, std::int64_t b, std::int64_t e) {
     c.begin_line(f);
-    return reduce_range<Op, A>([&](std::int64_t j) { return c.line(j); }, b, e);
+    return reduce_range<Op, A>(c, b, e);
   }
   // Threads share out whole blocks of reduce_range; the blocks' partials are then folded in
   // order, exactly as reduce_block folds them: the result does not depend on the thread count.
@@ -231,7 +239,7 @@ struct ReduceEval {
       for (std::int64_t k = 0; k < nb; ++k) {
         std::int64_t b = k * len, e = b + len < count ? b + len : count;
         part[static_cast<std::size_t>(k)] =
-            reduce_lane_block<Op, A>([&](std::int64_t j) { return c.line(j); }, b, e);
+            reduce_lane_block<Op, A>(c, b, e);
       }
     }
     A acc = Op::template identity<A>();

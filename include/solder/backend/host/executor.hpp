@@ -29,67 +29,85 @@ void unravel(std::int64_t o, std::array<bool, D> const& inner, Index<D> const& d
   }
 }
 
+// This thread's share [begin, end) of n items, in whole multiples of `grain`.
+inline std::array<std::int64_t, 2> my_share(std::int64_t n, std::int64_t grain) {
+  int t = 0, threads = 1;
+#if defined(_OPENMP)
+  t = omp_get_thread_num();
+  threads = omp_get_num_threads();
+#endif
+  std::int64_t chunk = ((n + threads - 1) / threads + grain - 1) / grain * grain;
+  std::int64_t b = std::min(n, t * chunk);
+  return {b, std::min(n, b + chunk)};
+}
+
+// Lines [o_begin, o_end) of the output: prepare each line's reductions, then write it.
+template <class OutT, int D, class Ev>
+void write_lines(Ev& e, OutT* out, Index<D> const& ost, Index<D> const& dom,
+                 std::array<bool, D> const& inner, bool contiguous, std::int64_t len,
+                 std::int64_t o_begin, std::int64_t o_end) {
+  Index<D> idx{};
+  for (std::int64_t o = o_begin; o < o_end; ++o) {
+    unravel<D>(o, inner, dom, idx);
+    e.prepare(idx);
+    if (contiguous) {
+      e.begin_line(idx);
+      OutT* op = out + dot<D>(idx, ost);
+      SOLDER_SIMD
+      for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.line(j));
+    } else {
+      for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
+        out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
+        for (int a = D - 1; a >= 0; --a) {
+          if (!inner[a]) continue;
+          if (++idx[a] < dom[a]) break;
+          idx[a] = 0;
+        }
+      }
+    }
+  }
+}
+
 // Writes `ev` over the output tensor. `inner` marks the axes walked inside one line;
 // `contiguous` says those axes form a trailing block that every input and the output walk
-// as one run.
+// as one run. Serial kernels never enter an OpenMP region (entering one costs microseconds).
 template <class OutT, int D, class Ev>
 void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
            std::array<bool, D> const& inner, bool contiguous, std::int64_t work) {
   std::int64_t len = 1, outer = 1;
   for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
   if (len == 0 || outer == 0) return;
-  int threads = get_num_threads();
-  bool parallel = threads > 1 && work >= parallel_threshold;
+  int threads = work >= parallel_threshold ? get_num_threads() : 1;
+  Links links;
+  ev.link(links);
 
-  // One long run and nothing to prepare: split the run itself across threads.
-  if (outer == 1 && contiguous && parallel) {
+  if (threads == 1) {
     ev.set_split(false);
-    Links links;
-    ev.link(links);
+    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, len, 0, outer);
+  } else if (outer == 1 && contiguous) {
+    // One long run: prepare it once, then split the run itself across threads.
+    ev.set_split(false);
     Index<D> zero{};
     ev.prepare(zero);
     SOLDER_OMP(parallel) {
       Ev e = ev;
       e.begin_line(zero);
-      int t = 0, n = 1;
-#if defined(_OPENMP)
-      t = omp_get_thread_num();
-      n = omp_get_num_threads();
-#endif
-      std::int64_t chunk = ((len + n - 1) / n + 15) / 16 * 16;  // whole cache lines
-      std::int64_t b = std::min(len, t * chunk), end = std::min(len, b + chunk);
+      auto [b, end] = my_share(len, 16);  // whole cache lines
       SOLDER_SIMD
       for (std::int64_t j = b; j < end; ++j) out[j] = static_cast<OutT>(e.line(j));
     }
-    return;
-  }
-  // Too few lines to share out: let a lone reduction split its own work instead.
-  ev.set_split(parallel && outer < threads);
-  bool par_outer = parallel && outer >= threads;
-  SOLDER_OMP(parallel if (par_outer)) {
-    Ev e = ev;
-    Links links;
-    e.link(links);
-    Index<D> idx{};
-    SOLDER_OMP(for schedule(static))
-    for (std::int64_t o = 0; o < outer; ++o) {
-      unravel<D>(o, inner, dom, idx);
-      e.prepare(idx);
-      if (contiguous) {
-        e.begin_line(idx);
-        OutT* op = out + dot<D>(idx, ost);
-        SOLDER_SIMD
-        for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.line(j));
-      } else {
-        for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
-          out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
-          for (int a = D - 1; a >= 0; --a) {
-            if (!inner[a]) continue;
-            if (++idx[a] < dom[a]) break;
-            idx[a] = 0;
-          }
-        }
-      }
+  } else if (outer < threads) {
+    // Too few lines to share out: a lone reduction splits its own work instead.
+    ev.set_split(true);
+    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, len, 0, outer);
+  } else {
+    ev.set_split(false);
+    SOLDER_OMP(parallel) {
+      Ev e = ev;
+      Links mine;  // the copy's reductions link to each other, not to ev's
+      e.link(mine);
+      auto [b, end] = my_share(outer, 1);
+      write_lines<OutT, D>(e, out, ost, dom, inner, contiguous, len, b, end);
     }
   }
 }
