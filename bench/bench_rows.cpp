@@ -213,5 +213,7 @@ int main(int argc, char** argv) {
   std::printf("copy roof (16 MiB in + 16 MiB out): %s\n", roof);
   sb::report_fraction(rep, "softmax solder vs copy", roof, "BM_softmax_solder");
   sb::report_fraction(rep, "layer_norm solder vs copy", roof, "BM_layer_norm_solder");
+  sb::report_fraction(rep, "softmax Eigen vs copy", roof, "BM_softmax_eigen");
+  sb::report_fraction(rep, "softmax hand loop vs copy", roof, "BM_softmax_hand");
   return 0;
 }

@@ -6,7 +6,8 @@ root=$PWD
 
 scripts/install-deps.sh
 
-export CCACHE_DIR="${CCACHE_DIR:-$root/.cache/ccache}"
+# Outside the checkout, so a fresh clone on the same machine (CI) reuses earlier builds.
+export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/solder-ccache}"
 jobs="${SOLDER_JOBS:-$(nproc)}"
 
 # build/ must be a Ninja tree (the presets' generator); drop a cache left by another generator.

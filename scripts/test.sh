@@ -10,7 +10,8 @@ start=$SECONDS
 
 scripts/install-deps.sh || { echo "test.sh: FAILED installing dependencies"; exit 1; }
 
-export CCACHE_DIR="${CCACHE_DIR:-$root/.cache/ccache}"
+# Outside the checkout, so a fresh clone on the same machine (CI) reuses earlier builds.
+export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/solder-ccache}"
 jobs="${SOLDER_JOBS:-$(nproc)}"
 
 summary=()
