@@ -2,7 +2,9 @@
 //     y = tanh(x*0.5 + 0.25) * sigmoid(x) + x*x*0.1 - 0.3        x uniform in [-1, 1]
 // solder fused (one kernel) against solder eager (one kernel and one temporary per node: the
 // baseline), a hand-written OpenMP loop on glibc's vector maths, Eigen's Tensor module on a
-// 2-thread ThreadPoolDevice, and the memory roof (a plain copy of the same bytes).
+// 2-thread ThreadPoolDevice, and the memory roof (a plain copy of the same bytes, with ordinary
+// and with streaming stores). For information, eager once more with a caching allocator, so
+// the fused/eager ratio can be read without eager's first-touch page faults.
 // Targets (issue): fused >= 2x the hand loop, >= 1.5x Eigen, >= 4x eager.
 #include <algorithm>
 #include <cstdio>

@@ -146,8 +146,11 @@ struct MapEval {
 // Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
 // compiler keeps in vector registers, folded in a fixed order every block, so the result is
 // deterministic and float sums stay accurate over long rows.
+// Four 64-byte vectors of lanes: enough independent chains to hide the add/max latency.
 template <class A>
-inline constexpr int reduce_lanes = sizeof(A) >= 16 ? 8 : static_cast<int>(64 / sizeof(A));
+inline constexpr int reduce_vector = sizeof(A) >= 16 ? 4 : static_cast<int>(64 / sizeof(A));
+template <class A>
+inline constexpr int reduce_lanes = 4 * reduce_vector<A>;
 template <class A>
 inline constexpr std::int64_t reduce_block_len = reduce_lanes<A> * 128;
 
@@ -159,10 +162,18 @@ SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t
   A lanes[W];
   for (int k = 0; k < W; ++k) lanes[k] = Op::template identity<A>();
   std::int64_t j = b;
-  for (; j + W <= e; j += W)
+  for (; j + W <= e; j += W) {
+    SOLDER_SIMD
     for (int k = 0; k < W; ++k) lanes[k] = Op::step(lanes[k], values.line(j + k), j + k);
+  }
   for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values.line(j), j);
-  for (int w = W / 2; w > 0; w /= 2)
+  // Fold whole vectors of lanes into the first (vectorized), then that vector pairwise.
+  constexpr int V = W < reduce_vector<A> ? W : reduce_vector<A>;
+  for (int g = V; g < W; g += V) {
+    SOLDER_SIMD  // (forces the vectorizer: unrolled, the NaN-aware max becomes branches)
+    for (int k = 0; k < V; ++k) lanes[k] = Op::merge(lanes[k], lanes[g + k]);
+  }
+  for (int w = V / 2; w > 0; w /= 2)
     for (int k = 0; k < w; ++k) lanes[k] = Op::merge(lanes[k], lanes[k + w]);
   return lanes[0];
 }
