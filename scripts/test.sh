@@ -12,6 +12,7 @@ scripts/install-deps.sh || { echo "test.sh: FAILED installing dependencies"; exi
 
 # Outside the checkout, so a fresh clone on the same machine (CI) reuses earlier builds.
 export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/solder-ccache}"
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"  # paths relative to the checkout: hits across clones
 jobs="${SOLDER_JOBS:-$(nproc)}"
 
 summary=()
