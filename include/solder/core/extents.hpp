@@ -30,11 +30,6 @@ struct Extents {
   static constexpr int rank = R;
   std::int64_t e[R > 0 ? R : 1];
   constexpr std::int64_t operator[](int i) const { return e[i]; }
-  constexpr bool all_dynamic() const {
-    for (int i = 0; i < R; ++i)
-      if (e[i] != dyn) return false;
-    return true;
-  }
 };
 
 template <std::int64_t... E>

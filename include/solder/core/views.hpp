@@ -10,9 +10,6 @@
 namespace solder {
 
 namespace detail {
-template <class T, int R>
-using DynTensor = BasicTensor<T, dynamic_extents<R>(), Host>;
-
 template <int R, class TT>
 auto view_of(TT const& t, Index<R> const& s, Index<R> const& st, std::int64_t offset = 0) {
   return TT::template make_view<R>(t.storage(), t.data() + offset, s, st);

@@ -241,29 +241,21 @@ SOLDER_REDUCTION(amin, Min)
 #undef SOLDER_REDUCTION
 
 // argmax(x): index into the flattened input; argmax(x, dim [, keepdim]): index along dim.
-template <Lazy X>
-auto argmax(X const& x) {
-  return detail::make_reduce<ops::Argmax, false>(x, detail::all_dims<node_t<X>::rank>());
-}
-template <Lazy X>
-auto argmax(X const& x, std::int64_t dim) {
-  return detail::make_reduce<ops::Argmax, false>(x, std::array<std::int64_t, 1>{dim});
-}
-template <Lazy X>
-auto argmax(X const& x, std::int64_t dim, KeepDim) {
-  return detail::make_reduce<ops::Argmax, true>(x, std::array<std::int64_t, 1>{dim});
-}
-template <Lazy X>
-auto argmin(X const& x) {
-  return detail::make_reduce<ops::Argmin, false>(x, detail::all_dims<node_t<X>::rank>());
-}
-template <Lazy X>
-auto argmin(X const& x, std::int64_t dim) {
-  return detail::make_reduce<ops::Argmin, false>(x, std::array<std::int64_t, 1>{dim});
-}
-template <Lazy X>
-auto argmin(X const& x, std::int64_t dim, KeepDim) {
-  return detail::make_reduce<ops::Argmin, true>(x, std::array<std::int64_t, 1>{dim});
-}
+#define SOLDER_ARG_REDUCTION(fn, Op)                                                        \
+  template <Lazy X>                                                                        \
+  auto fn(X const& x) {                                                                    \
+    return detail::make_reduce<ops::Op, false>(x, detail::all_dims<node_t<X>::rank>());    \
+  }                                                                                        \
+  template <Lazy X>                                                                        \
+  auto fn(X const& x, std::int64_t dim) {                                                  \
+    return detail::make_reduce<ops::Op, false>(x, std::array<std::int64_t, 1>{dim});       \
+  }                                                                                        \
+  template <Lazy X>                                                                        \
+  auto fn(X const& x, std::int64_t dim, KeepDim) {                                         \
+    return detail::make_reduce<ops::Op, true>(x, std::array<std::int64_t, 1>{dim});        \
+  }
+SOLDER_ARG_REDUCTION(argmax, Argmax)
+SOLDER_ARG_REDUCTION(argmin, Argmin)
+#undef SOLDER_ARG_REDUCTION
 
 }  // namespace solder

@@ -31,21 +31,23 @@ auto log_softmax(X const& x, std::int64_t dim) {
 }
 
 // var(x, dim, correction = 1): sum((x - mean)^2) / (n - correction), as torch.var.
-template <Lazy X>
-auto var(X const& x, std::int64_t dim, double correction = 1) {
-  dim = detail::row_dim(x, dim, "var");
+namespace detail {
+template <bool Keep, class X>
+auto variance(X const& x, std::int64_t dim, double correction) {
+  dim = row_dim(x, dim, "var");
   auto centered = x - mean(x, dim, keepdim);
-  auto sq = sum(centered * centered, dim);
+  auto sq = make_reduce<ops::Sum, Keep>(centered * centered, std::array<std::int64_t, 1>{dim});
   using T = typename decltype(sq)::value_type;
   return sq / static_cast<T>(static_cast<double>(sq.count) - correction);
 }
+}  // namespace detail
+template <Lazy X>
+auto var(X const& x, std::int64_t dim, double correction = 1) {
+  return detail::variance<false>(x, dim, correction);
+}
 template <Lazy X>
 auto var(X const& x, std::int64_t dim, KeepDim, double correction = 1) {
-  dim = detail::row_dim(x, dim, "var");
-  auto centered = x - mean(x, dim, keepdim);
-  auto sq = sum(centered * centered, dim, keepdim);
-  using T = typename decltype(sq)::value_type;
-  return sq / static_cast<T>(static_cast<double>(sq.count) - correction);
+  return detail::variance<true>(x, dim, correction);
 }
 
 namespace detail {
