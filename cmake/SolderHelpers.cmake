@@ -23,9 +23,7 @@ target_link_libraries(solder_build_flags INTERFACE solder::solder)
 # It comes after CMAKE_CXX_FLAGS_<CONFIG> on the command line, so it wins over Release's -O3.
 add_library(solder_flags_default INTERFACE)
 target_link_libraries(solder_flags_default INTERFACE solder_build_flags)
-# The sanitizer build keeps its preset's -O1: it compiles much faster and checks the same code.
-target_compile_options(solder_flags_default INTERFACE
-  $<$<AND:$<NOT:$<CONFIG:Debug>>,$<NOT:$<BOOL:${SOLDER_SANITIZE}>>>:-O2>)
+target_compile_options(solder_flags_default INTERFACE $<$<NOT:$<CONFIG:Debug>>:-O2>)
 
 # Benchmarks: -O3 in every configuration.
 add_library(solder_flags_bench INTERFACE)
