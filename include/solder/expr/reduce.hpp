@@ -209,8 +209,9 @@ std::array<std::int64_t, N> dims_of(int const (&d)[N]) {
 
 }  // namespace detail
 
-// sum(x) over everything; sum(x, dim); sum(x, {d0, d1}); each with an optional sd::keepdim.
-#define SOLDER_REDUCTION(fn, Op)                                                          \
+// f(x) over everything (argmax: an index into the flattened input); f(x, dim); each with an
+// optional sd::keepdim.
+#define SOLDER_DIM_REDUCTION(fn, Op)                                                        \
   template <Lazy X>                                                                        \
   auto fn(X const& x) {                                                                    \
     return detail::make_reduce<ops::Op, false>(x, detail::all_dims<node_t<X>::rank>());    \
@@ -222,7 +223,10 @@ std::array<std::int64_t, N> dims_of(int const (&d)[N]) {
   template <Lazy X>                                                                        \
   auto fn(X const& x, std::int64_t dim, KeepDim) {                                         \
     return detail::make_reduce<ops::Op, true>(x, std::array<std::int64_t, 1>{dim});        \
-  }                                                                                        \
+  }
+// ... and the value reductions also over a list of dims: sum(x, {d0, d1} [, sd::keepdim]).
+#define SOLDER_REDUCTION(fn, Op)                                                          \
+  SOLDER_DIM_REDUCTION(fn, Op)                                                             \
   template <Lazy X, std::size_t N>                                                         \
   auto fn(X const& x, int const (&dims)[N]) {                                              \
     return detail::make_reduce<ops::Op, false>(x, detail::dims_of(dims));                  \
@@ -238,24 +242,9 @@ SOLDER_REDUCTION(max, Max)
 SOLDER_REDUCTION(min, Min)
 SOLDER_REDUCTION(amax, Max)
 SOLDER_REDUCTION(amin, Min)
+SOLDER_DIM_REDUCTION(argmax, Argmax)
+SOLDER_DIM_REDUCTION(argmin, Argmin)
 #undef SOLDER_REDUCTION
-
-// argmax(x): index into the flattened input; argmax(x, dim [, keepdim]): index along dim.
-#define SOLDER_ARG_REDUCTION(fn, Op)                                                        \
-  template <Lazy X>                                                                        \
-  auto fn(X const& x) {                                                                    \
-    return detail::make_reduce<ops::Op, false>(x, detail::all_dims<node_t<X>::rank>());    \
-  }                                                                                        \
-  template <Lazy X>                                                                        \
-  auto fn(X const& x, std::int64_t dim) {                                                  \
-    return detail::make_reduce<ops::Op, false>(x, std::array<std::int64_t, 1>{dim});       \
-  }                                                                                        \
-  template <Lazy X>                                                                        \
-  auto fn(X const& x, std::int64_t dim, KeepDim) {                                         \
-    return detail::make_reduce<ops::Op, true>(x, std::array<std::int64_t, 1>{dim});        \
-  }
-SOLDER_ARG_REDUCTION(argmax, Argmax)
-SOLDER_ARG_REDUCTION(argmin, Argmin)
-#undef SOLDER_ARG_REDUCTION
+#undef SOLDER_DIM_REDUCTION
 
 }  // namespace solder
