@@ -35,6 +35,11 @@ struct Extents {
 template <std::int64_t... E>
 inline constexpr Extents<sizeof...(E)> ext{{E...}};
 
+// The rank of an Extents template argument. Not decltype(E)::rank: nvcc's front end hands the
+// host compiler decltype(E) of a class-type template parameter as a const reference.
+template <auto E>
+inline constexpr int rank_of = std::remove_cvref_t<decltype(E)>::rank;
+
 template <int R>
 constexpr Extents<R> dynamic_extents() {
   Extents<R> x{};

@@ -69,7 +69,7 @@ template <std::floating_point T, auto E>
 auto rand(Shape<E> const& s, T low = T(0), T high = T(1)) {
   auto& st = detail::rng_state();
   std::uint64_t seed = st.seed, base = st.offset;
-  st.offset += static_cast<std::uint64_t>(numel_of<decltype(E)::rank>(s.dims) + 3) / 4;
+  st.offset += static_cast<std::uint64_t>(numel_of<rank_of<E>>(s.dims) + 3) / 4;
   return detail::generate<T>(s, [=](std::int64_t i) {
     auto b = detail::Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 4);
     T v = static_cast<T>(low + (high - low) * detail::Philox::to_unit(b[i % 4]));
@@ -80,7 +80,7 @@ template <std::floating_point T, auto E>
 auto randn(Shape<E> const& s) {
   auto& st = detail::rng_state();
   std::uint64_t seed = st.seed, base = st.offset;
-  st.offset += static_cast<std::uint64_t>(numel_of<decltype(E)::rank>(s.dims) + 1) / 2;
+  st.offset += static_cast<std::uint64_t>(numel_of<rank_of<E>>(s.dims) + 1) / 2;
   return detail::generate<T>(s, [=](std::int64_t i) {
     auto b = detail::Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 2);
     int k = static_cast<int>(i % 2) * 2;
@@ -104,9 +104,9 @@ auto from_vector(std::vector<T> const& v) {
 }
 template <Element T, auto E>
 auto from_vector(std::vector<T> const& v, Shape<E> const& s) {
-  detail::check(static_cast<std::int64_t>(v.size()) == numel_of<decltype(E)::rank>(s.dims),
+  detail::check(static_cast<std::int64_t>(v.size()) == numel_of<rank_of<E>>(s.dims),
                 "from_vector: ", v.size(), " values for shape ",
-                shape_string<decltype(E)::rank>(s.dims));
+                shape_string<rank_of<E>>(s.dims));
   return detail::generate<T>(s, [&v](std::int64_t i) { return T(v[static_cast<std::size_t>(i)]); });
 }
 

@@ -11,7 +11,7 @@ namespace solder {
 
 template <class T, auto E, class D>
 std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
-  constexpr int R = decltype(E)::rank;
+  constexpr int R = rank_of<E>;
   auto v = to_vector(t);
   auto const& s = t.shape();
   constexpr std::int64_t edge = 3, limit = 1000;  // summarise large tensors as PyTorch does

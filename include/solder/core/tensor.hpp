@@ -24,7 +24,7 @@ concept Expr = std::is_base_of_v<detail::ExprTag, std::remove_cvref_t<E>>;
 // The result of sd::shape(...): run-time sizes plus the static extents they carry.
 template <auto E>
 struct Shape {
-  static constexpr int rank = decltype(E)::rank;
+  static constexpr int rank = rank_of<E>;
   Index<rank> dims;
 };
 
@@ -58,7 +58,7 @@ class BasicTensor {
   using value_type = T;
   using device_type = Device;
   static constexpr auto static_extents = E;
-  static constexpr int rank = decltype(E)::rank;
+  static constexpr int rank = rank_of<E>;
 
   // An empty tensor: static extents keep their size (and are allocated), dynamic ones are 0.
   BasicTensor() {
@@ -68,7 +68,7 @@ class BasicTensor {
   }
   explicit BasicTensor(Index<rank> const& s) { init(s); }
   template <auto E2>
-    requires(decltype(E2)::rank == rank)
+    requires(rank_of<E2> == rank)
   BasicTensor(Shape<E2> const& s) {
     static_assert(detail::assignable(E, E2), "solder: Tensor: static extents of the shape differ");
     init(s.dims);
@@ -98,7 +98,7 @@ class BasicTensor {
 
   // Tensors of another static extents (or none) convert after a run-time check.
   template <auto E2>
-    requires(decltype(E2)::rank == rank)
+    requires(rank_of<E2> == rank)
   BasicTensor(BasicTensor<T, E2, Device> const& o)
       : data_(o.storage()), shape_(o.shape()), strides_(o.strides()) {
     static_assert(detail::assignable(E, E2), "solder: Tensor: static extents differ");

@@ -12,7 +12,7 @@ namespace solder {
 template <class T, auto E>
 struct Leaf : detail::ExprTag {
   using value_type = T;
-  static constexpr int rank = decltype(E)::rank;
+  static constexpr int rank = rank_of<E>;
   static constexpr auto static_extents = E;
   BasicTensor<T, E, Host> tensor;  // shares the storage: an expression keeps its inputs alive
 

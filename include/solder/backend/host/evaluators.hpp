@@ -77,7 +77,7 @@ struct LeafEval {
 // A tensor seen from a kernel's index space of rank D: right-aligned, broadcast axes stride 0.
 template <int D, class T, auto E>
 LeafEval<T, D> leaf_eval(BasicTensor<T, E, Host> const& t, Index<D> const& dom) {
-  constexpr int R = decltype(E)::rank;
+  constexpr int R = rank_of<E>;
   LeafEval<T, D> ev{t.data(), {}};
   for (int i = 0; i < R; ++i) {
     int d = D - R + i;

@@ -137,7 +137,7 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
     if (from < D || D == 0) {
       for (int a = from; a < D; ++a) inner[a] = true;
       contiguous = true;
-    } else {
+    } else if constexpr (D > 0) {
       inner[D - 1] = true;
     }
   }  // else: a reduction kernel, one output per line
