@@ -3,7 +3,7 @@
 //   core/     tensors, extents, dtypes, errors, views, factories
 //   expr/     expression nodes and the functions that build them
 //   plan/     the compile-time fusion planner: kernel_count, explain, eager
-//   backend/  executors that run one planned kernel (host: OpenMP)
+//   backend/  executors that run one planned kernel (host: OpenMP; cuda: with nvcc)
 #pragma once
 
 #include "core/config.hpp"
@@ -26,8 +26,15 @@
 #include "plan/plan.hpp"
 #include "core/views.hpp"
 
+#include "backend/eval.hpp"
 #include "backend/host/evaluators.hpp"
 #include "backend/host/executor.hpp"
+#if defined(__CUDACC__)
+#include "backend/cuda/runtime.hpp"
+#include "backend/cuda/evaluators.hpp"
+#include "backend/cuda/executor.hpp"
+#endif
+#include "backend/assign.hpp"
 
 #include "plan/eager.hpp"
 #include "plan/explain.hpp"

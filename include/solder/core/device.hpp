@@ -11,4 +11,11 @@ struct Cuda {
   static constexpr std::string_view name = "cuda";
 };
 
+// sd::Cuda tensors and kernels exist when the file is compiled by nvcc (backend/cuda/).
+#if defined(__CUDACC__)
+inline constexpr bool cuda_enabled = true;
+#else
+inline constexpr bool cuda_enabled = false;
+#endif
+
 }  // namespace solder

@@ -112,18 +112,22 @@ auto from_vector(std::vector<T> const& v, Shape<E> const& s) {
 
 // The elements in row-major order, whatever the tensor's strides.
 template <TensorType TT>
-auto to_vector(TT const& t) {
-  constexpr int R = TT::rank;
-  std::vector<typename TT::value_type> out(static_cast<std::size_t>(t.numel()));
-  Index<R> idx{};
-  for (std::size_t k = 0; k < out.size(); ++k) {
-    out[k] = t.data()[t.offset_of(idx)];
-    for (int a = R - 1; a >= 0; --a) {
-      if (++idx[a] < t.shape()[a]) break;
-      idx[a] = 0;
+std::vector<typename TT::value_type> to_vector(TT const& t) {
+  if constexpr (!std::is_same_v<typename TT::device_type, Host>) {
+    return to_vector(t.template to<Host>());
+  } else {
+    constexpr int R = TT::rank;
+    std::vector<typename TT::value_type> out(static_cast<std::size_t>(t.numel()));
+    Index<R> idx{};
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      out[k] = t.data()[t.offset_of(idx)];
+      for (int a = R - 1; a >= 0; --a) {
+        if (++idx[a] < t.shape()[a]) break;
+        idx[a] = 0;
+      }
     }
+    return out;
   }
-  return out;
 }
 
 }  // namespace solder

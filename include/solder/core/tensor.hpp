@@ -42,17 +42,21 @@ class BasicTensor;
 
 namespace detail {
 template <class Dst, class Src>
-void assign(Dst& dst, Src const& src);  // the executor: backend/host/assign.hpp
-template <class T>
+void assign(Dst& dst, Src const& src);  // runs the planned kernels: backend/assign.hpp
+template <class T, class Device>
 std::shared_ptr<T> allocate(std::int64_t n);
+// CUDA storage and copies (backend/cuda/runtime.hpp; only with nvcc).
+template <class T>
+std::shared_ptr<T> cuda_allocate(std::int64_t n);
+inline void cuda_copy(void* dst, void const* src, std::size_t bytes);
 }  // namespace detail
 
 template <class T, auto E, class Device = Host>
 class BasicTensor {
   static_assert(Element<T>,
                 "solder: Tensor element type must be float, double, int32_t, int64_t or bool");
-  static_assert(std::is_same_v<Device, Host>,
-                "solder: sd::Cuda tensors need the CUDA backend (build with nvcc)");
+  static_assert(std::is_same_v<Device, Host> || (std::is_same_v<Device, Cuda> && cuda_enabled),
+                "solder: sd::Cuda tensors need the CUDA backend: compile this file with nvcc");
 
  public:
   using value_type = T;
@@ -125,6 +129,9 @@ class BasicTensor {
   template <std::integral... I>
     requires(sizeof...(I) == rank)
   T& operator()(I... idx) const {
+    static_assert(std::is_same_v<Device, Host>,
+                  "solder: Tensor(): a sd::Cuda tensor's elements are on the GPU: copy it with "
+                  ".to<sd::Host>() first");
     Index<rank> ix{static_cast<std::int64_t>(idx)...};
     std::int64_t off = 0;
     for (int i = 0; i < rank; ++i) {
@@ -138,10 +145,30 @@ class BasicTensor {
     detail::check(numel() == 1, "item: tensor of shape ", shape_string<rank>(shape_),
                   " has ", numel(), " elements, not 1");
     Index<rank> z{};
-    return data_.get()[offset_of(z)];
+    if constexpr (std::is_same_v<Device, Host>) {
+      return data_.get()[offset_of(z)];
+    } else {
+      T v;
+      detail::cuda_copy(&v, data_.get() + offset_of(z), sizeof(T));
+      return v;
+    }
   }
 
   BasicTensor clone() const;  // defined with the executor (a copy kernel)
+
+  // The same values on another device (contiguous there); the same device returns this
+  // tensor itself, as torch's .to does.
+  template <class D2>
+  BasicTensor<T, E, D2> to() const {
+    if constexpr (std::is_same_v<D2, Device>) {
+      return *this;
+    } else {
+      BasicTensor src = is_contiguous() ? *this : clone();
+      BasicTensor<T, E, D2> dst(shape_);
+      detail::cuda_copy(dst.data(), src.data(), static_cast<std::size_t>(numel()) * sizeof(T));
+      return dst;
+    }
+  }
 
   // A view on the same storage: used by permute/slice/expand and friends (core/views.hpp).
   template <int R2>
@@ -179,7 +206,7 @@ class BasicTensor {
     check_static(s);
     shape_ = s;
     strides_ = contiguous_strides<rank>(s);
-    data_ = detail::allocate<T>(numel());
+    data_ = detail::allocate<T, Device>(numel());
   }
 
   std::shared_ptr<T> data_;
@@ -197,13 +224,17 @@ struct is_tensor : std::false_type {};
 template <class T, auto E, class D>
 struct is_tensor<BasicTensor<T, E, D>> : std::true_type {};
 
-// 64-byte aligned so vector loads never split cache lines (issue: "64-byte-aligned storage").
-template <class T>
+// Host storage is 64-byte aligned so vector loads never split cache lines.
+template <class T, class Device>
 std::shared_ptr<T> allocate(std::int64_t n) {
-  std::size_t bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(T);
-  void* p = ::operator new(bytes, std::align_val_t{64});
-  return std::shared_ptr<T>(static_cast<T*>(p),
-                            [](T* q) { ::operator delete(q, std::align_val_t{64}); });
+  if constexpr (std::is_same_v<Device, Cuda>) {
+    return cuda_allocate<T>(n);
+  } else {
+    std::size_t bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(T);
+    void* p = ::operator new(bytes, std::align_val_t{64});
+    return std::shared_ptr<T>(static_cast<T*>(p),
+                              [](T* q) { ::operator delete(q, std::align_val_t{64}); });
+  }
 }
 
 }  // namespace detail

@@ -99,7 +99,11 @@ struct Map : detail::ExprTag {
                                                            detail::value_args_from<Op>()>>::type;
   using compute_type = typename Op::template compute<promoted>;
   using value_type = typename Op::template result<promoted>;
+  using device_type = typename detail::device_join<typename C::device_type...>::type;
   static constexpr int rank = std::max({0, C::rank...});
+  static_assert(detail::devices_agree<typename C::device_type...>(),
+                "solder: element-wise op: operands live on different devices (sd::Host and "
+                "sd::Cuda): move one with .to<sd::Cuda>() or .to<sd::Host>()");
   static_assert(sizeof...(C) < 2 || detail::check_all_broadcast<Op, C...>());
   static constexpr auto static_extents = detail::map_extents<C...>();
 

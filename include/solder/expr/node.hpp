@@ -9,14 +9,15 @@
 
 namespace solder {
 
-template <class T, auto E>
+template <class T, auto E, class Device = Host>
 struct Leaf : detail::ExprTag {
   using value_type = T;
+  using device_type = Device;
   static constexpr int rank = rank_of<E>;
   static constexpr auto static_extents = E;
-  BasicTensor<T, E, Host> tensor;  // shares the storage: an expression keeps its inputs alive
+  BasicTensor<T, E, Device> tensor;  // shares the storage: an expression keeps its inputs alive
 
-  explicit Leaf(BasicTensor<T, E, Host> t) : tensor(std::move(t)) {}
+  explicit Leaf(BasicTensor<T, E, Device> t) : tensor(std::move(t)) {}
   Index<rank> const& shape() const { return tensor.shape(); }
   static std::string name() { return "input"; }
 };
@@ -25,6 +26,7 @@ struct Leaf : detail::ExprTag {
 template <class T>
 struct Scalar : detail::ExprTag {
   using value_type = T;
+  using device_type = void;  // passed by value to a kernel on any device
   static constexpr int rank = 0;
   static constexpr auto static_extents = Extents<0>{};
   T value;
@@ -37,12 +39,28 @@ namespace detail {
 
 template <class N>
 struct is_leaf : std::false_type {};
-template <class T, auto E>
-struct is_leaf<Leaf<T, E>> : std::true_type {};
+template <class T, auto E, class D>
+struct is_leaf<Leaf<T, E, D>> : std::true_type {};
 template <class N>
 struct is_scalar : std::false_type {};
 template <class T>
 struct is_scalar<Scalar<T>> : std::true_type {};
+
+// The device an expression runs on: that of its tensors (void for a lone number). Mixing
+// devices in one expression is a compile error (expr/map.hpp).
+template <class... D>
+struct device_join {
+  using type = void;
+};
+template <class D0, class... D>
+struct device_join<D0, D...> {
+  using type = std::conditional_t<std::is_void_v<D0>, typename device_join<D...>::type, D0>;
+};
+template <class... D>
+constexpr bool devices_agree() {
+  using J = typename device_join<D...>::type;
+  return (true && ... && (std::is_void_v<D> || std::is_same_v<D, J>));
+}
 
 }  // namespace detail
 
@@ -56,7 +74,8 @@ concept Lazy = Expr<X> || TensorType<X>;  // at least one of these makes an op l
 template <class X>
 decltype(auto) as_node(X const& x) {
   if constexpr (Expr<X>) return x;  // by reference: no copy of the tree
-  else if constexpr (TensorType<X>) return Leaf<typename X::value_type, X::static_extents>(x);
+  else if constexpr (TensorType<X>)
+    return Leaf<typename X::value_type, X::static_extents, typename X::device_type>(x);
   else return Scalar<X>(x);
 }
 

@@ -138,6 +138,7 @@ inline constexpr KeepDim keepdim{};
 template <class Op, class C, int NA, bool Keep>
 struct Reduce : detail::ExprTag {
   using op_type = Op;
+  using device_type = typename C::device_type;
   using input_type = typename C::value_type;
   using acc_type = typename Op::template acc<input_type>;
   using value_type = typename Op::template result<input_type>;

@@ -1,23 +1,14 @@
-// Host evaluators: the run-time image of one planned kernel. make_eval walks the expression
-// with the planner's answers (plan/plan.hpp): fused nodes become evaluators inlined into one
-// loop, breaks are evaluated first (their own kernels) and read back as inputs.
-//
-// Every evaluator offers the same four calls, so one loop drives them all:
-//   prepare(i)     compute the fused reductions for the line that starts at index i
-//   begin_line(i)  point the inputs at that line (contiguous lines only)
-//   line(j)        the value at element j of the line: a plain load per input, vectorizable
-//   at(i)          the value at any index: the general strided/broadcast path
+// The host's reduction evaluator (OpenMP, lane-blocked, deterministic) and the links that let
+// a reduction used twice in one kernel be computed once (rule 4). Leaves and element-wise
+// nodes use the shared evaluators of backend/eval.hpp.
 #pragma once
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "../../core/threads.hpp"
-#include "../../plan/plan.hpp"
+#include "../eval.hpp"
 
 namespace solder::detail::host {
-
-using Temps = std::vector<std::shared_ptr<void const>>;  // breaks' results, alive for a kernel
 
 // The reductions of one evaluator copy, so a reduction used twice reads the first one's
 // value instead of computing it again (rule 4). Rebuilt for each per-thread copy.
@@ -41,107 +32,6 @@ void const* type_key() {
   static char const key = 0;
   return &key;
 }
-
-template <int D>
-SOLDER_INLINE std::int64_t dot(Index<D> const& i, Index<D> const& st) {
-  std::int64_t o = 0;
-  for (int k = 0; k < D; ++k) o += i[k] * st[k];
-  return o;
-}
-
-// True when the trailing axes [from, D) can be walked as one run of consecutive elements.
-template <int D>
-bool contiguous_from(int from, Index<D> const& st, Index<D> const& dom) {
-  std::int64_t acc = 1;
-  for (int i = D - 1; i >= from; --i) {
-    if (dom[i] != 1 && st[i] != acc) return false;
-    acc *= dom[i];
-  }
-  return true;
-}
-
-template <class T, int D>
-struct LeafEval {
-  T const* base;
-  Index<D> st;  // 0 on broadcast axes
-  T const* lp = nullptr;
-  SOLDER_INLINE void prepare(Index<D> const&) {}
-  SOLDER_INLINE void begin_line(Index<D> const& i) { lp = base + dot<D>(i, st); }
-  SOLDER_INLINE T line(std::int64_t j) const { return lp[j]; }
-  SOLDER_INLINE T at(Index<D> const& i) const { return base[dot<D>(i, st)]; }
-  bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
-  void set_split(bool) {}
-  void link(Links&) {}
-};
-
-// A tensor seen from a kernel's index space of rank D: right-aligned, broadcast axes stride 0.
-template <int D, class T, auto E>
-LeafEval<T, D> leaf_eval(BasicTensor<T, E, Host> const& t, Index<D> const& dom) {
-  constexpr int R = rank_of<E>;
-  LeafEval<T, D> ev{t.data(), {}};
-  for (int i = 0; i < R; ++i) {
-    int d = D - R + i;
-    ev.st[d] = (t.shape()[i] == 1 && dom[d] != 1) ? 0 : t.strides()[i];
-  }
-  return ev;
-}
-
-template <class T, int D>
-struct ScalarEval {
-  T value;
-  SOLDER_INLINE void prepare(Index<D> const&) {}
-  SOLDER_INLINE void begin_line(Index<D> const&) {}
-  SOLDER_INLINE T line(std::int64_t) const { return value; }
-  SOLDER_INLINE T at(Index<D> const&) const { return value; }
-  bool contiguous(int, Index<D> const&) const { return true; }
-  void set_split(bool) {}
-  void link(Links&) {}
-};
-
-template <class Op, class Compute, int D, class... E>
-struct MapEval {
-  Op op;
-  std::tuple<E...> c;
-  static constexpr int from = value_args_from<Op>();
-
-  template <std::size_t I, class V>
-  SOLDER_INLINE static auto arg(V v) {
-    if constexpr (static_cast<int>(I) < from) return v;
-    else return static_cast<Compute>(v);
-  }
-  // Index-sequence helpers, not lambdas: a lambda is not always inlined, and one call per
-  // element keeps the loop from vectorizing.
-  using Seq = std::index_sequence_for<E...>;
-  template <std::size_t... I>
-  SOLDER_INLINE void prepare_all(Index<D> const& i, std::index_sequence<I...>) {
-    (std::get<I>(c).prepare(i), ...);
-  }
-  template <std::size_t... I>
-  SOLDER_INLINE void begin_all(Index<D> const& i, std::index_sequence<I...>) {
-    (std::get<I>(c).begin_line(i), ...);
-  }
-  template <std::size_t... I>
-  SOLDER_INLINE auto line_of(std::int64_t j, std::index_sequence<I...>) const {
-    return op(arg<I>(std::get<I>(c).line(j))...);
-  }
-  template <std::size_t... I>
-  SOLDER_INLINE auto at_of(Index<D> const& i, std::index_sequence<I...>) const {
-    return op(arg<I>(std::get<I>(c).at(i))...);
-  }
-  SOLDER_INLINE void prepare(Index<D> const& i) { prepare_all(i, Seq{}); }
-  SOLDER_INLINE void begin_line(Index<D> const& i) { begin_all(i, Seq{}); }
-  SOLDER_INLINE auto line(std::int64_t j) const { return line_of(j, Seq{}); }
-  SOLDER_INLINE auto at(Index<D> const& i) const { return at_of(i, Seq{}); }
-  bool contiguous(int from_axis, Index<D> const& dom) const {
-    return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
-  }
-  void set_split(bool s) {
-    std::apply([&](auto&... e) { (e.set_split(s), ...); }, c);
-  }
-  void link(Links& l) {
-    std::apply([&](auto&... e) { (e.link(l), ...); }, c);
-  }
-};
 
 // Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
 // compiler keeps in vector registers, folded in a fixed order every block, so the result is
@@ -269,59 +159,12 @@ struct ReduceEval {
   }
 };
 
-template <int D, bool InReduce, bool Split, class N>
-auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
-
-// Evaluates a node into a new tensor (used for breaks; defined in executor.hpp).
-template <class N>
-auto materialize(N const& n);
-
-// A reduction fused into the kernel: its input is evaluated in the input's own index space.
-template <int D, bool Split, class N>
-auto make_reduce_eval(N const& n, Temps& temps) {
-  using C = decltype(n.child);
-  constexpr int F = C::rank;
-  Index<F> const& fdom = n.child.shape();
-  auto ce = make_eval<F, true, Split>(n.child, fdom, temps);
-  ReduceEval<typename N::op_type, typename N::input_type, decltype(ce), D, F, N::naxes> ev{ce, fdom};
-  ev.axes = n.axes;
-  ev.out = n.shape();
-  ev.count = n.count;
-  ev.id = n.id;
-  int o = 0;
-  for (int k = 0; k < F; ++k) {
-    bool reduced = std::find(n.axes.begin(), n.axes.end(), k) != n.axes.end();
-    ev.src[k] = reduced ? -1 : o;
-    if (!reduced || N::keepdim) ++o;
-  }
-  bool trailing = n.axes[0] == F - N::naxes;  // sorted and distinct, so the rest follow
-  ev.block = trailing && ce.contiguous(F - N::naxes, fdom);
-  return ev;
-}
-
-template <int D, bool InReduce, bool Split, class N>
-auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
-  if constexpr (is_break<N, D, InReduce, Split>()) {
-    auto t = materialize(n);
-    temps.push_back(t.storage());
-    return leaf_eval<D>(t, dom);
-  } else if constexpr (is_leaf<N>::value) {
-    return leaf_eval<D>(n.tensor, dom);
-  } else if constexpr (is_scalar<N>::value) {
-    return ScalarEval<typename N::value_type, D>{n.value};
-  } else if constexpr (is_map<N>::value) {
-    return std::apply(
-        [&](auto const&... ch) {
-          using Op = std::remove_cvref_t<decltype(n.op)>;
-          return MapEval<Op, typename N::compute_type, D,
-                         decltype(make_eval<D, InReduce, Split>(ch, dom, temps))...>{
-              n.op, {make_eval<D, InReduce, Split>(ch, dom, temps)...}};
-        },
-        n.children);
-  } else {
-    static_assert(is_reduce<N>::value, "solder: host backend: unknown node type");
-    return make_reduce_eval<D, Split>(n, temps);
-  }
-}
-
 }  // namespace solder::detail::host
+
+namespace solder::detail {
+template <>
+struct reduce_eval_for<Host> {
+  template <class Op, class In, class Child, int D, int F, int NA>
+  using type = host::ReduceEval<Op, In, Child, D, F, NA>;
+};
+}  // namespace solder::detail

@@ -1,0 +1,106 @@
+// Storing an expression into a tensor: the checks every backend shares, the aliasing rule, and
+// the hand-off to the executor of the tensor's device (host: OpenMP; cuda: kernels).
+#pragma once
+#include "eval.hpp"
+
+namespace solder::detail {
+
+namespace cuda {
+template <class OutTensor, class N>
+void run_kernel(OutTensor& out, N const& root);  // backend/cuda/executor.hpp (nvcc only)
+}  // namespace cuda
+
+template <class OutTensor, class N>
+void run_kernel(OutTensor& out, N const& root) {
+  if constexpr (std::is_same_v<typename OutTensor::device_type, Host>) host::run_kernel(out, root);
+  else cuda::run_kernel(out, root);
+}
+
+template <class A, class B>
+bool same_storage(std::shared_ptr<A> const& a, std::shared_ptr<B> const& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+// Would writing `out` while this kernel reads its inputs clobber a value before it is read?
+// Safe only when an aliasing input is exactly the output's view (each element is read
+// before the same element is written, and lines are prepared before they are written).
+template <int D, bool InReduce, class N, class OutTensor>
+bool overlaps(N const& n, OutTensor const& out) {
+  if constexpr (is_break<N, D, InReduce>()) {
+    return false;  // evaluated into a temporary before this kernel writes
+  } else if constexpr (is_leaf<N>::value) {
+    auto const& t = n.tensor;
+    if (!same_storage(t.storage(), out.storage()) || t.numel() == 0 || out.numel() == 0) return false;
+    if constexpr (N::rank == OutTensor::rank)
+      if (static_cast<void const*>(t.data()) == static_cast<void const*>(out.data()) &&
+          t.shape() == out.shape() && t.strides() == out.strides())
+        return false;
+    return true;
+  } else if constexpr (is_map<N>::value) {
+    return std::apply([&](auto const&... c) { return (false || ... || overlaps<D, InReduce>(c, out)); },
+                      n.children);
+  } else if constexpr (is_reduce<N>::value) {
+    return overlaps<decltype(n.child)::rank, true>(n.child, out);
+  } else {
+    return false;
+  }
+}
+
+template <class To, class From>
+constexpr bool can_store = category<From> <= category<To>;
+
+template <class Dst, class Src>
+void assign(Dst& dst, Src const& src) {
+  auto const& node = as_node(src);
+  using N = std::remove_cvref_t<decltype(node)>;
+  using Device = typename Dst::device_type;
+  constexpr int R = Dst::rank;
+  static_assert(N::rank == R, "solder: assignment: the expression's rank differs from the tensor's");
+  static_assert(assignable(Dst::static_extents, N::static_extents),
+                "solder: assignment: static extents of the expression and the tensor differ");
+  static_assert(can_store<typename Dst::value_type, typename N::value_type>,
+                "solder: assignment: cannot store this expression's element type in the tensor "
+                "without a narrowing cast (use sd::cast<T>)");
+  static_assert(std::is_void_v<typename N::device_type> ||
+                    std::is_same_v<typename N::device_type, Device>,
+                "solder: assignment: the expression's tensors live on another device than the "
+                "tensor it is stored into (move them with .to<>())");
+  check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
+        " into a tensor of shape ", shape_string<R>(dst.shape()));
+  if (overlaps<R, false>(node, dst)) {
+    BasicTensor<typename N::value_type, dynamic_extents<R>(), Device> tmp(node.shape());
+    run_kernel(tmp, node);
+    run_kernel(dst, Leaf<typename N::value_type, dynamic_extents<R>(), Device>(tmp));
+    return;
+  }
+  run_kernel(dst, node);
+}
+
+template <class N>
+auto materialize(N const& n) {
+  BasicTensor<typename N::value_type, dynamic_extents<N::rank>(), typename N::device_type> t(
+      n.shape());
+  run_kernel(t, n);
+  return t;
+}
+
+}  // namespace solder::detail
+
+namespace solder {
+
+// Evaluates an expression into a new tensor (what `Tensor<T, R> t = e;` does).
+template <Lazy X>
+auto eval(X const& x) {
+  using N = node_t<X>;
+  return BasicTensor<typename N::value_type, N::static_extents, typename N::device_type>(
+      as_node(x));
+}
+
+template <class T, auto E, class Device>
+BasicTensor<T, E, Device> BasicTensor<T, E, Device>::clone() const {
+  BasicTensor<T, E, Device> c(shape_);
+  detail::run_kernel(c, Leaf<T, E, Device>(*this));
+  return c;
+}
+
+}  // namespace solder

@@ -1,0 +1,231 @@
+// The CUDA executor: one __global__ kernel template per kind of planned kernel, instantiated
+// once per fused expression type, with the variant picked at run time inside it:
+//   elementwise_kernel  no fused reduction: a grid-stride loop over the output, 16-byte loads
+//                       and stores when every input and the output are contiguous and aligned,
+//                       scalar contiguous loads otherwise, or the general strided/broadcast walk;
+//   lines_kernel        fused reductions: one thread block per line (softmax's row, a reduction's
+//                       output), the block computes the line's reductions, then writes the line;
+//   a full reduction of a large input with nothing fused inside it goes to CUB's device-wide
+//   reduce over the fused input expression.
+// Kernels are queued on solder's stream (sd::cuda::stream()) and checked when launched.
+#pragma once
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <algorithm>
+#include <cub/device/device_reduce.cuh>
+
+#include "evaluators.hpp"
+#include "runtime.hpp"
+
+namespace solder::detail::cuda {
+
+template <int D>
+SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, Index<D>& idx) {
+#pragma unroll
+  for (int a = D - 1; a >= 0; --a) {
+    idx[a] = i % dom[a];
+    i /= dom[a];
+  }
+}
+
+enum class Walk : int { vector, contiguous, strided };
+
+template <class OutT, int D, class Ev>
+__global__ void __launch_bounds__(block_threads)
+    elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
+  constexpr int V = 16 / sizeof(OutT) > 0 ? static_cast<int>(16 / sizeof(OutT)) : 1;
+  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (walk == Walk::strided) {
+    for (std::int64_t i = first; i < n; i += step) {
+      Index<D> idx;
+      unravel_all<D>(i, dom, idx);
+      out[dot<D>(idx, ost)] = static_cast<OutT>(ev.at(idx));
+    }
+    return;
+  }
+  std::int64_t done = 0;
+  if (walk == Walk::vector) {
+    std::int64_t const nv = n / V;
+    for (std::int64_t i = first; i < nv; i += step) {
+      auto v = ev.template line_vec<V>(i * V);
+      Vec<OutT, V> o;
+      for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
+      *reinterpret_cast<Vec<OutT, V>*>(out + i * V) = o;
+    }
+    done = nv * V;
+  }
+  for (std::int64_t j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
+}
+
+template <class OutT, int D, class Ev>
+__global__ void __launch_bounds__(block_threads)
+    lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
+                 std::int64_t len, std::int64_t outer, bool contiguous) {
+  for (std::int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+    Index<D> idx{};
+    std::int64_t r = o;
+#pragma unroll
+    for (int a = D - 1; a >= 0; --a) {
+      if (inner[a]) continue;
+      idx[a] = r % dom[a];
+      r /= dom[a];
+    }
+    ev.prepare(idx);  // the whole block: its reductions for this line
+    if (contiguous) {
+      ev.begin_line(idx);
+      OutT* op = out + dot<D>(idx, ost);
+      for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) op[j] = static_cast<OutT>(ev.line(j));
+    } else {
+      for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+        Index<D> k = idx;
+        std::int64_t q = j;
+#pragma unroll
+        for (int a = D - 1; a >= 0; --a) {
+          if (!inner[a]) continue;
+          k[a] = q % dom[a];
+          q /= dom[a];
+        }
+        out[dot<D>(k, ost)] = static_cast<OutT>(ev.at(k));
+      }
+    }
+  }
+}
+
+// Blocks for a grid-stride loop over `work` items: enough to fill every SM, no more.
+inline unsigned grid_for(std::int64_t work) {
+  DeviceInfo const& d = device_info();
+  std::int64_t full = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads) * 4;
+  std::int64_t need = (work + block_threads - 1) / block_threads;
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(need, full)));
+}
+
+// Whether an evaluator is element-wise all through (no reduction fused into it).
+template <class Ev>
+inline constexpr bool elementwise_eval = false;
+template <class T, int D>
+inline constexpr bool elementwise_eval<LeafEval<T, D>> = true;
+template <class T, int D>
+inline constexpr bool elementwise_eval<ScalarEval<T, D>> = true;
+template <class Op, class C, int D, class... E>
+inline constexpr bool elementwise_eval<MapEval<Op, C, D, E...>> = (true && ... && elementwise_eval<E>);
+
+template <class OutTensor, class Ev>
+void launch(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines) {
+  constexpr int D = OutTensor::rank;
+  using OutT = typename OutTensor::value_type;
+  Index<D> const& dom = out.shape();
+  std::int64_t n = numel_of<D>(dom);
+  cudaStream_t s = solder::cuda::stream();
+  if constexpr (elementwise_eval<Ev>) {
+    Walk walk = Walk::strided;
+    if (ev.contiguous(0, dom) && contiguous_from<D>(0, out.strides(), dom)) {
+      ev.begin_line(Index<D>{});
+      constexpr int V = 16 / sizeof(OutT) > 0 ? static_cast<int>(16 / sizeof(OutT)) : 1;
+      bool aligned = reinterpret_cast<std::uintptr_t>(out.data()) % sizeof(Vec<OutT, V>) == 0;
+      walk = aligned && ev.template vec_aligned<V>() ? Walk::vector : Walk::contiguous;
+    }
+    elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(ev, out.data(), out.strides(),
+                                                                     dom, n, walk);
+  } else {
+    std::array<bool, D> inner = lines.axis;
+    std::int64_t len = 1, outer = 1;
+    for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
+    int first = D;
+    while (first > 0 && inner[first - 1]) --first;
+    bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
+    bool contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
+    DeviceInfo const& d = device_info();
+    std::int64_t blocks = std::min<std::int64_t>(outer, std::int64_t(d.sm_count) * 16);
+    lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
+        ev, out.data(), out.strides(), dom, inner, len, outer, contiguous);
+  }
+  SOLDER_CUDA_CHECK(cudaGetLastError());
+}
+
+// One element of a full reduction's input, as the reduction's first step sees it.
+template <class Op, class A, class Child, int F>
+struct StepAt {
+  Child child;  // positioned at the start (contiguous) or walked by index
+  Index<F> fdom;
+  bool contiguous;
+  __device__ A operator()(std::int64_t n) const {
+    if (contiguous) return Op::step(Op::template identity<A>(), child.line(n), n);
+    Index<F> idx;
+    unravel_all<F>(n, fdom, idx);
+    return Op::step(Op::template identity<A>(), child.at(idx), n);
+  }
+};
+
+template <class Op, class A, class OutT>
+__global__ void finalize_kernel(A const* acc, OutT* out, std::int64_t count) {
+  *out = static_cast<OutT>(Op::finalize(*acc, count));
+}
+
+// A reduction of everything into one value, with no reduction fused inside its input: CUB's
+// device-wide reduce over the fused input (deterministic for a given device).
+// (Op and C are deduced, not read from the node's member aliases: nvcc's host stub would spell
+// those through the node type, whose class-type template arguments g++ cannot parse back.)
+template <class OutTensor, class Op, class C, int NA, bool K>
+void device_reduce(OutTensor& out, Reduce<Op, C, NA, K> const& root, Temps& temps) {
+  using A = typename Op::template acc<typename C::value_type>;
+  constexpr int F = C::rank;
+  Index<F> const& fdom = root.child.shape();
+  auto child = make_eval<F, true, false>(root.child, fdom, temps);
+  bool contiguous = child.contiguous(0, fdom);
+  child.begin_line(Index<F>{});
+  StepAt<Op, A, decltype(child), F> step{child, fdom, contiguous};
+  auto in = thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0), step);
+  cudaStream_t s = solder::cuda::stream();
+  auto acc = cuda_allocate<A>(1);
+  std::size_t scratch_bytes = 0;
+  SOLDER_CUDA_CHECK(cub::DeviceReduce::Reduce(nullptr, scratch_bytes, in, acc.get(), root.count,
+                                              MergeOp<Op>{}, Op::template identity<A>(), s));
+  auto scratch = cuda_allocate<unsigned char>(static_cast<std::int64_t>(scratch_bytes));
+  SOLDER_CUDA_CHECK(cub::DeviceReduce::Reduce(scratch.get(), scratch_bytes, in, acc.get(),
+                                              root.count, MergeOp<Op>{}, Op::template identity<A>(), s));
+  finalize_kernel<Op, A><<<1, 1, 0, s>>>(acc.get(), out.data(), root.count);
+  SOLDER_CUDA_CHECK(cudaGetLastError());
+}
+
+// Whether any reduction is fused into N's input (then a block must prepare it per line).
+template <class N>
+bool has_fused_reduce(N const& n) {
+  bool any = false;
+  for_each_fused_reduce<decltype(n.child)::rank, true>(n.child, [&](auto const&) { any = true; });
+  return any;
+}
+
+inline constexpr std::int64_t device_reduce_min = 1 << 16;  // below, one block is enough
+
+// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
+template <class OutTensor, class N>
+void run_kernel(OutTensor& out, N const& root) {
+  constexpr int D = N::rank;
+  Index<D> const& dom = out.shape();
+  if (numel_of<D>(dom) == 0) return;
+  bool agree = true;
+  Lines<D> lines = plan_lines<D, false>(root, dom, agree);
+  Temps temps;  // breaks' storage: freed in stream order after this kernel
+  if (!agree) {  // run-time break: the reductions get kernels of their own (plan.hpp)
+    if constexpr (is_reduce<N>::value) {
+      auto ev = make_reduce_eval<D, true>(root, temps);
+      launch(out, ev, Lines<D>{});
+    } else {
+      auto ev = make_eval<D, false, true>(root, dom, temps);
+      launch(out, ev, Lines<D>{});
+    }
+    return;
+  }
+  if constexpr (is_reduce<N>::value) {
+    if (numel_of<D>(dom) == 1 && root.count >= device_reduce_min && !has_fused_reduce(root)) {
+      device_reduce(out, root, temps);
+      return;
+    }
+  }
+  auto ev = make_eval<D, false, false>(root, dom, temps);
+  launch(out, ev, lines);
+}
+
+}  // namespace solder::detail::cuda

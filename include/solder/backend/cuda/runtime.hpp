@@ -1,0 +1,114 @@
+// The CUDA runtime layer: checked calls, the device's properties (read once), the stream solder
+// works on, and storage from the device's stream-ordered memory pool (cudaMallocAsync), which
+// keeps freed blocks cached for the next allocation instead of returning them to the driver.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "../../core/error.hpp"
+
+namespace solder::detail::cuda {
+
+// Throws sd::Error naming the call, CUDA's error and where the call was made.
+inline void check_call(cudaError_t e, char const* call, char const* file, int line) {
+  if (e != cudaSuccess)
+    fail("CUDA call ", call, " failed: ", cudaGetErrorName(e), ": ", cudaGetErrorString(e), " (",
+         file, ":", line, ")");
+}
+#define SOLDER_CUDA_CHECK(call) ::solder::detail::cuda::check_call((call), #call, __FILE__, __LINE__)
+
+struct DeviceInfo {
+  int sm_count = 0;
+  int max_threads_per_sm = 0;
+  cudaMemPool_t pool = nullptr;
+};
+
+// The current device, checked: with no GPU or no driver this throws "no CUDA device: ...".
+inline int current_device() {
+  static int const count = [] {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear it: the process goes on without CUDA
+      fail("no CUDA device: ", cudaGetErrorString(e));
+    }
+    return n;
+  }();
+  if (count == 0) fail("no CUDA device: cudaGetDeviceCount found none");
+  int id = 0;
+  SOLDER_CUDA_CHECK(cudaGetDevice(&id));
+  return id;
+}
+
+// Properties of the current device, read once per device (launch configuration and the pool).
+inline DeviceInfo const& device_info() {
+  static std::mutex m;
+  static std::map<int, DeviceInfo> infos;
+  int id = current_device();
+  std::lock_guard<std::mutex> lock(m);
+  auto it = infos.find(id);
+  if (it != infos.end()) return it->second;
+  DeviceInfo d;
+  SOLDER_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, id));
+  SOLDER_CUDA_CHECK(cudaDeviceGetAttribute(&d.max_threads_per_sm,
+                                           cudaDevAttrMaxThreadsPerMultiProcessor, id));
+  SOLDER_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&d.pool, id));
+  std::uint64_t keep = UINT64_MAX;  // cache freed blocks: no trip to the driver per tensor
+  SOLDER_CUDA_CHECK(cudaMemPoolSetAttribute(d.pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  return infos.emplace(id, d).first->second;
+}
+
+inline cudaStream_t& stream_slot() {
+  static thread_local cudaStream_t s = cudaStreamPerThread;
+  return s;
+}
+
+}  // namespace solder::detail::cuda
+
+namespace solder::cuda {
+
+// Number of usable GPUs; 0 (never an error) without a device or a driver.
+inline int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+// The stream this thread's kernels, copies and allocations go to (default: the per-thread
+// default stream). Work is asynchronous; copies to the host and item() wait for it.
+inline cudaStream_t stream() { return detail::cuda::stream_slot(); }
+inline void set_stream(cudaStream_t s) { detail::cuda::stream_slot() = s; }
+inline void synchronize() { SOLDER_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+}  // namespace solder::cuda
+
+namespace solder::detail {
+
+template <class T>
+std::shared_ptr<T> cuda_allocate(std::int64_t n) {
+  cudaMemPool_t pool = cuda::device_info().pool;
+  std::size_t bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(T);
+  void* p = nullptr;
+  SOLDER_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool, solder::cuda::stream()));
+  // Freed in stream order after the kernels already queued that use it. A destructor cannot
+  // throw; at process exit the runtime may already be gone, which is harmless here.
+  return std::shared_ptr<T>(static_cast<T*>(p),
+                            [](T* q) { static_cast<void>(cudaFreeAsync(q, solder::cuda::stream())); });
+}
+
+// Copies between any two of host and device memory (unified addressing picks the direction),
+// then waits, so the host may read or free its side at once.
+inline void cuda_copy(void* dst, void const* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  SOLDER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, solder::cuda::stream()));
+  SOLDER_CUDA_CHECK(cudaStreamSynchronize(solder::cuda::stream()));
+}
+
+}  // namespace solder::detail

@@ -1,0 +1,235 @@
+// Evaluators: the run-time image of one planned kernel, shared by the backends. make_eval
+// walks the expression with the planner's answers (plan/plan.hpp): fused nodes become
+// evaluators inlined into one loop, breaks are evaluated first (their own kernels) and read
+// back as inputs. Each backend brings its own ReduceEval (reduce_eval_for<Device>); leaves and
+// element-wise nodes are the same structs on the host and in CUDA kernels.
+//
+// Every evaluator offers the same calls, so one loop drives them all:
+//   prepare(i)       compute the fused reductions for the line that starts at index i
+//   begin_line(i)    point the inputs at that line (contiguous lines only)
+//   line(j)          the value at element j of the line: a plain load per input, vectorizable
+//   line_vec<V>(j)   values j .. j+V-1 of the line as one Vec (CUDA's 16-byte loads)
+//   at(i)            the value at any index: the general strided/broadcast path
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "../plan/plan.hpp"
+
+namespace solder::detail {
+
+using Temps = std::vector<std::shared_ptr<void const>>;  // breaks' results, alive for a kernel
+
+template <int D>
+SOLDER_HD SOLDER_INLINE std::int64_t dot(Index<D> const& i, Index<D> const& st) {
+  std::int64_t o = 0;
+#pragma unroll
+  for (int k = 0; k < D; ++k) o += i[k] * st[k];
+  return o;
+}
+
+// True when the trailing axes [from, D) can be walked as one run of consecutive elements.
+template <int D>
+bool contiguous_from(int from, Index<D> const& st, Index<D> const& dom) {
+  std::int64_t acc = 1;
+  for (int i = D - 1; i >= from; --i) {
+    if (dom[i] != 1 && st[i] != acc) return false;
+    acc *= dom[i];
+  }
+  return true;
+}
+
+// V consecutive values, aligned so that one load or store moves them all.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+template <class T, int D>
+struct LeafEval {
+  T const* base;
+  Index<D> st;  // 0 on broadcast axes
+  T const* lp = nullptr;
+  SOLDER_HD SOLDER_INLINE void prepare(Index<D> const&) {}
+  SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) { lp = base + dot<D>(i, st); }
+  SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const { return lp[j]; }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t j) const {
+    return *reinterpret_cast<Vec<T, V> const*>(lp + j);
+  }
+  SOLDER_HD SOLDER_INLINE T at(Index<D> const& i) const { return base[dot<D>(i, st)]; }
+  bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
+  template <int V>
+  bool vec_aligned() const {  // after begin_line
+    return reinterpret_cast<std::uintptr_t>(lp) % sizeof(Vec<T, V>) == 0;
+  }
+  void set_split(bool) {}
+  template <class L>
+  void link(L&) {}
+};
+
+// A tensor seen from a kernel's index space of rank D: right-aligned, broadcast axes stride 0.
+template <int D, class T, auto E, class Device>
+LeafEval<T, D> leaf_eval(BasicTensor<T, E, Device> const& t, Index<D> const& dom) {
+  constexpr int R = rank_of<E>;
+  LeafEval<T, D> ev{t.data(), {}};
+  for (int i = 0; i < R; ++i) {
+    int d = D - R + i;
+    ev.st[d] = (t.shape()[i] == 1 && dom[d] != 1) ? 0 : t.strides()[i];
+  }
+  return ev;
+}
+
+template <class T, int D>
+struct ScalarEval {
+  T value;
+  SOLDER_HD SOLDER_INLINE void prepare(Index<D> const&) {}
+  SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const&) {}
+  SOLDER_HD SOLDER_INLINE T line(std::int64_t) const { return value; }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t) const {
+    Vec<T, V> r;
+    for (int k = 0; k < V; ++k) r.v[k] = value;
+    return r;
+  }
+  SOLDER_HD SOLDER_INLINE T at(Index<D> const&) const { return value; }
+  bool contiguous(int, Index<D> const&) const { return true; }
+  template <int V>
+  bool vec_aligned() const {
+    return true;
+  }
+  void set_split(bool) {}
+  template <class L>
+  void link(L&) {}
+};
+
+template <class Op, class Compute, int D, class... E>
+struct MapEval {
+  Op op;
+  std::tuple<E...> c;
+  static constexpr int from = value_args_from<Op>();
+
+  template <std::size_t I, class V>
+  SOLDER_HD SOLDER_INLINE static auto arg(V v) {
+    if constexpr (static_cast<int>(I) < from) return v;
+    else return static_cast<Compute>(v);
+  }
+  // Index-sequence helpers, not lambdas: a lambda is not always inlined, and one call per
+  // element keeps the loop from vectorizing.
+  using Seq = std::index_sequence_for<E...>;
+  template <std::size_t... I>
+  SOLDER_HD SOLDER_INLINE void prepare_all(Index<D> const& i, std::index_sequence<I...>) {
+    (std::get<I>(c).prepare(i), ...);
+  }
+  template <std::size_t... I>
+  SOLDER_HD SOLDER_INLINE void begin_all(Index<D> const& i, std::index_sequence<I...>) {
+    (std::get<I>(c).begin_line(i), ...);
+  }
+  template <std::size_t... I>
+  SOLDER_HD SOLDER_INLINE auto line_of(std::int64_t j, std::index_sequence<I...>) const {
+    return op(arg<I>(std::get<I>(c).line(j))...);
+  }
+  template <std::size_t... I>
+  SOLDER_HD SOLDER_INLINE auto at_of(Index<D> const& i, std::index_sequence<I...>) const {
+    return op(arg<I>(std::get<I>(c).at(i))...);
+  }
+  template <int V, std::size_t... I, class... In>
+  SOLDER_HD SOLDER_INLINE auto apply_vec(std::index_sequence<I...>, In const&... in) const {
+    Vec<decltype(op(arg<I>(in.v[0])...)), V> r;
+    for (int k = 0; k < V; ++k) r.v[k] = op(arg<I>(in.v[k])...);
+    return r;
+  }
+  template <int V, std::size_t... I>
+  SOLDER_HD SOLDER_INLINE auto line_vec_of(std::int64_t j, std::index_sequence<I...> s) const {
+    return apply_vec<V>(s, std::get<I>(c).template line_vec<V>(j)...);
+  }
+  SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& i) { prepare_all(i, Seq{}); }
+  SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) { begin_all(i, Seq{}); }
+  SOLDER_HD SOLDER_INLINE auto line(std::int64_t j) const { return line_of(j, Seq{}); }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE auto line_vec(std::int64_t j) const {
+    return line_vec_of<V>(j, Seq{});
+  }
+  SOLDER_HD SOLDER_INLINE auto at(Index<D> const& i) const { return at_of(i, Seq{}); }
+  bool contiguous(int from_axis, Index<D> const& dom) const {
+    return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
+  }
+  template <int V>
+  bool vec_aligned() const {
+    return std::apply([&](auto const&... e) { return (true && ... && e.template vec_aligned<V>()); }, c);
+  }
+  void set_split(bool s) {
+    std::apply([&](auto&... e) { (e.set_split(s), ...); }, c);
+  }
+  template <class L>
+  void link(L& l) {
+    std::apply([&](auto&... e) { (e.link(l), ...); }, c);
+  }
+};
+
+// Each backend names its reduction evaluator here: a template
+// type<Op, In, Child, D, F, NA> whose first members are `child` and `fdom` and which has the
+// members axes, out, count, id, src and block that make_reduce_eval fills in.
+template <class Device>
+struct reduce_eval_for;
+
+template <int D, bool InReduce, bool Split, class N>
+auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
+
+// Evaluates a node into a new tensor on its device (a break; backend/assign.hpp).
+template <class N>
+auto materialize(N const& n);
+
+// A reduction fused into the kernel: its input is evaluated in the input's own index space.
+template <int D, bool Split, class N>
+auto make_reduce_eval(N const& n, Temps& temps) {
+  using C = decltype(n.child);
+  constexpr int F = C::rank;
+  Index<F> const& fdom = n.child.shape();
+  auto ce = make_eval<F, true, Split>(n.child, fdom, temps);
+  using Ev = typename reduce_eval_for<typename N::device_type>::template type<
+      typename N::op_type, typename N::input_type, decltype(ce), D, F, N::naxes>;
+  Ev ev{ce, fdom};
+  ev.axes = n.axes;
+  ev.out = n.shape();
+  ev.count = n.count;
+  ev.id = n.id;
+  int o = 0;
+  for (int k = 0; k < F; ++k) {
+    bool reduced = std::find(n.axes.begin(), n.axes.end(), k) != n.axes.end();
+    ev.src[k] = reduced ? -1 : o;
+    if (!reduced || N::keepdim) ++o;
+  }
+  bool trailing = n.axes[0] == F - N::naxes;  // sorted and distinct, so the rest follow
+  ev.block = trailing && ce.contiguous(F - N::naxes, fdom);
+  return ev;
+}
+
+template <int D, bool InReduce, bool Split, class N>
+auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
+  if constexpr (is_break<N, D, InReduce, Split>()) {
+    auto t = materialize(n);
+    temps.push_back(t.storage());
+    return leaf_eval<D>(t, dom);
+  } else if constexpr (is_leaf<N>::value) {
+    return leaf_eval<D>(n.tensor, dom);
+  } else if constexpr (is_scalar<N>::value) {
+    return ScalarEval<typename N::value_type, D>{n.value};
+  } else if constexpr (is_map<N>::value) {
+    return std::apply(
+        [&](auto const&... ch) {
+          using Op = std::remove_cvref_t<decltype(n.op)>;
+          return MapEval<Op, typename N::compute_type, D,
+                         decltype(make_eval<D, InReduce, Split>(ch, dom, temps))...>{
+              n.op, {make_eval<D, InReduce, Split>(ch, dom, temps)...}};
+        },
+        n.children);
+  } else {
+    static_assert(is_reduce<N>::value, "solder: evaluators: unknown node type");
+    return make_reduce_eval<D, Split>(n, temps);
+  }
+}
+
+}  // namespace solder::detail
