@@ -25,7 +25,7 @@ using Temps = std::vector<std::shared_ptr<void const>>;  // breaks' results, ali
 template <int D>
 SOLDER_HD SOLDER_INLINE std::int64_t dot(Index<D> const& i, Index<D> const& st) {
   std::int64_t o = 0;
-#pragma unroll
+  SOLDER_UNROLL
   for (int k = 0; k < D; ++k) o += i[k] * st[k];
   return o;
 }

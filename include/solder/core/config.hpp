@@ -7,6 +7,14 @@
 #define SOLDER_HD
 #endif
 
+// Device code unrolls loops over axes, so array indices become constants and evaluators stay
+// in registers (an array indexed at run time lives in local memory).
+#if defined(__CUDA_ARCH__)
+#define SOLDER_UNROLL _Pragma("unroll")
+#else
+#define SOLDER_UNROLL
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define SOLDER_INLINE inline __attribute__((always_inline))
 #else

@@ -13,15 +13,62 @@ namespace solder {
 
 namespace detail {
 
-template <class T, auto E, class F>
-BasicTensor<T, E, Host> generate(Shape<E> const& s, F const& f) {
-  BasicTensor<T, E, Host> t(s);
+namespace cuda {
+template <class T, class F>
+void fill(T* p, std::int64_t n, F f);  // a kernel writing f(i) (backend/cuda/executor.hpp)
+}  // namespace cuda
+
+// A new tensor whose element i (row-major) is f(i). On sd::Cuda, f runs in a kernel: it is a
+// functor whose call operator is SOLDER_HD.
+template <class T, class Device = Host, auto E, class F>
+BasicTensor<T, E, Device> generate(Shape<E> const& s, F const& f) {
+  BasicTensor<T, E, Device> t(s);
   T* p = t.data();
   std::int64_t n = t.numel();
-  SOLDER_OMP(parallel for schedule(static) if (n > 65536))
-  for (std::int64_t i = 0; i < n; ++i) p[i] = f(i);
+  if constexpr (std::is_same_v<Device, Host>) {
+    SOLDER_OMP(parallel for schedule(static) if (n > 65536))
+    for (std::int64_t i = 0; i < n; ++i) p[i] = f(i);
+  } else {
+    cuda::fill(p, n, f);
+  }
   return t;
 }
+
+template <class T>
+struct Constant {
+  T value;
+  SOLDER_HD T operator()(std::int64_t) const { return value; }
+};
+
+// rand's and randn's element i: a pure function of (seed, counter base, i), the same on the
+// host and in a CUDA kernel (explicit fma: no contraction may change a rounding).
+template <class T>
+struct Uniform {
+  std::uint64_t seed, base;
+  T low, high;
+  SOLDER_HD T operator()(std::int64_t i) const {
+    auto b = Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 4);
+    T v = static_cast<T>(std::fma(high - low, static_cast<T>(Philox::to_unit(b[i % 4])), low));
+    return v < high ? v : below(high);  // rounding can reach high: keep [low, high)
+  }
+  SOLDER_HD static T below(T x) {  // the largest value below x (std::nextafter(x, -inf))
+    using namespace math::detail;
+    if (x == T(0)) return -from_bits<T>(1);
+    return from_bits<T>(x > T(0) ? to_bits(x) - 1 : to_bits(x) + 1);
+  }
+};
+template <class T>
+struct Normal {  // Box-Muller on Philox pairs
+  std::uint64_t seed, base;
+  SOLDER_HD T operator()(std::int64_t i) const {
+    auto b = Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 2);
+    int k = static_cast<int>(i % 2) * 2;
+    float u1 = 1.0f - Philox::to_unit(b[k]);  // (0, 1]: log stays finite
+    float u2 = Philox::to_unit(b[k + 1]);
+    float r = math::sqrt(-2.0f * math::log(u1));
+    return static_cast<T>(r * math::cos(6.2831853071795864769f * u2));
+  }
+};
 
 template <class... I>
 auto shape_of(I... sizes) {
@@ -30,17 +77,17 @@ auto shape_of(I... sizes) {
 
 }  // namespace detail
 
-template <Element T, auto E>
+template <Element T, class Device = Host, auto E>
 auto full(Shape<E> const& s, T value) {
-  return detail::generate<T>(s, [value](std::int64_t) { return value; });
+  return detail::generate<T, Device>(s, detail::Constant<T>{value});
 }
-template <Element T, auto E>
+template <Element T, class Device = Host, auto E>
 auto zeros(Shape<E> const& s) {
-  return full<T>(s, T(0));
+  return full<T, Device>(s, T(0));
 }
-template <Element T, auto E>
+template <Element T, class Device = Host, auto E>
 auto ones(Shape<E> const& s) {
-  return full<T>(s, T(1));
+  return full<T, Device>(s, T(1));
 }
 template <Element T, std::integral... I>
 auto zeros(I... sizes) {
@@ -64,31 +111,21 @@ auto arange(double end) {
   return arange<T>(0, end);
 }
 
-// rand: uniform in [low, high); randn: standard normal (Box-Muller on Philox pairs).
-template <std::floating_point T, auto E>
+// rand: uniform in [low, high); randn: standard normal. The same seed gives the same numbers on
+// every device: sd::rand<float, sd::Cuda>(s) equals sd::rand<float>(s).to<sd::Cuda>().
+template <std::floating_point T, class Device = Host, auto E>
 auto rand(Shape<E> const& s, T low = T(0), T high = T(1)) {
   auto& st = detail::rng_state();
-  std::uint64_t seed = st.seed, base = st.offset;
+  detail::Uniform<T> f{st.seed, st.offset, low, high};
   st.offset += static_cast<std::uint64_t>(numel_of<rank_of<E>>(s.dims) + 3) / 4;
-  return detail::generate<T>(s, [=](std::int64_t i) {
-    auto b = detail::Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 4);
-    T v = static_cast<T>(low + (high - low) * detail::Philox::to_unit(b[i % 4]));
-    return v < high ? v : std::nextafter(high, low);  // rounding can reach high: keep [low, high)
-  });
+  return detail::generate<T, Device>(s, f);
 }
-template <std::floating_point T, auto E>
+template <std::floating_point T, class Device = Host, auto E>
 auto randn(Shape<E> const& s) {
   auto& st = detail::rng_state();
-  std::uint64_t seed = st.seed, base = st.offset;
+  detail::Normal<T> f{st.seed, st.offset};
   st.offset += static_cast<std::uint64_t>(numel_of<rank_of<E>>(s.dims) + 1) / 2;
-  return detail::generate<T>(s, [=](std::int64_t i) {
-    auto b = detail::Philox::generate(seed, base + static_cast<std::uint64_t>(i) / 2);
-    int k = static_cast<int>(i % 2) * 2;
-    float u1 = 1.0f - detail::Philox::to_unit(b[k]);  // (0, 1]: log stays finite
-    float u2 = detail::Philox::to_unit(b[k + 1]);
-    float r = math::sqrt(-2.0f * math::log(u1));
-    return static_cast<T>(r * math::cos(6.2831853071795864769f * u2));
-  });
+  return detail::generate<T, Device>(s, f);
 }
 
 // Copies: from a vector (rank 1, or reshaped to `s`) or from a pointer to numel(s) values.

@@ -56,10 +56,10 @@ struct ReduceEval {
     // Every index below is a compile-time constant once the loops unroll, so the evaluator
     // stays in registers (an array indexed at run time would live in local memory).
     Index<F> f{};
-#pragma unroll
+    SOLDER_UNROLL
     for (int k = 0; k < F; ++k) {
       f[k] = 0;
-#pragma unroll
+      SOLDER_UNROLL
       for (int o = 0; o < D; ++o)
         if (src[k] == o && out[o] != 1) f[k] = p[o];
     }
@@ -73,7 +73,7 @@ struct ReduceEval {
       for (std::int64_t n = threadIdx.x; n < count; n += blockDim.x) {
         Index<F> g = f;
         std::int64_t r = n;
-#pragma unroll
+        SOLDER_UNROLL
         for (int k = F - 1; k >= 0; --k) {
           if (src[k] >= 0) continue;  // not a reduced axis
           g[k] = r % fdom[k];

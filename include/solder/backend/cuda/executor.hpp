@@ -6,7 +6,8 @@
 //   lines_kernel        fused reductions: one thread block per line (softmax's row, a reduction's
 //                       output), the block computes the line's reductions, then writes the line;
 //   a full reduction of a large input with nothing fused inside it goes to CUB's device-wide
-//   reduce over the fused input expression.
+//   reduce over the fused input expression;
+//   fill_kernel         the factories (rand, randn, full): element i is f(i).
 // Kernels are queued on solder's stream (sd::cuda::stream()) and checked when launched.
 #pragma once
 #include <thrust/iterator/counting_iterator.h>
@@ -22,7 +23,7 @@ namespace solder::detail::cuda {
 
 template <int D>
 SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, Index<D>& idx) {
-#pragma unroll
+  SOLDER_UNROLL
   for (int a = D - 1; a >= 0; --a) {
     idx[a] = i % dom[a];
     i /= dom[a];
@@ -66,7 +67,7 @@ __global__ void __launch_bounds__(block_threads)
   for (std::int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
     Index<D> idx{};
     std::int64_t r = o;
-#pragma unroll
+    SOLDER_UNROLL
     for (int a = D - 1; a >= 0; --a) {
       if (inner[a]) continue;
       idx[a] = r % dom[a];
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(block_threads)
       for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
         Index<D> k = idx;
         std::int64_t q = j;
-#pragma unroll
+        SOLDER_UNROLL
         for (int a = D - 1; a >= 0; --a) {
           if (!inner[a]) continue;
           k[a] = q % dom[a];
@@ -198,6 +199,20 @@ bool has_fused_reduce(N const& n) {
 }
 
 inline constexpr std::int64_t device_reduce_min = 1 << 16;  // below, one block is enough
+
+template <class T, class F>
+__global__ void __launch_bounds__(block_threads) fill_kernel(T* p, std::int64_t n, F f) {
+  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    p[i] = f(i);
+}
+
+template <class T, class F>
+void fill(T* p, std::int64_t n, F f) {
+  if (n == 0) return;
+  fill_kernel<<<grid_for(n), block_threads, 0, solder::cuda::stream()>>>(p, n, f);
+  SOLDER_CUDA_CHECK(cudaGetLastError());
+}
 
 // Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
 template <class OutTensor, class N>
