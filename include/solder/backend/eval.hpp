@@ -119,18 +119,22 @@ struct MapEval {
   // Index-sequence helpers, not lambdas: a lambda is not always inlined, and one call per
   // element keeps the loop from vectorizing.
   using Seq = std::index_sequence_for<E...>;
+  SOLDER_HD_ANY_CALLEE
   template <std::size_t... I>
   SOLDER_HD SOLDER_INLINE void prepare_all(Index<D> const& i, std::index_sequence<I...>) {
     (std::get<I>(c).prepare(i), ...);
   }
+  SOLDER_HD_ANY_CALLEE
   template <std::size_t... I>
   SOLDER_HD SOLDER_INLINE void begin_all(Index<D> const& i, std::index_sequence<I...>) {
     (std::get<I>(c).begin_line(i), ...);
   }
+  SOLDER_HD_ANY_CALLEE
   template <std::size_t... I>
   SOLDER_HD SOLDER_INLINE auto line_of(std::int64_t j, std::index_sequence<I...>) const {
     return op(arg<I>(std::get<I>(c).line(j))...);
   }
+  SOLDER_HD_ANY_CALLEE
   template <std::size_t... I>
   SOLDER_HD SOLDER_INLINE auto at_of(Index<D> const& i, std::index_sequence<I...>) const {
     return op(arg<I>(std::get<I>(c).at(i))...);

@@ -3,8 +3,13 @@
 
 #if defined(__CUDACC__)
 #define SOLDER_HD __host__ __device__
+// Before a SOLDER_HD template (before its `template <...>`) whose instantiations for host-only
+// types call host-only code, e.g. an element-wise evaluator over the host's reductions: nvcc
+// then checks the calls only where they are compiled for the device.
+#define SOLDER_HD_ANY_CALLEE _Pragma("nv_exec_check_disable")
 #else
 #define SOLDER_HD
+#define SOLDER_HD_ANY_CALLEE
 #endif
 
 // Device code unrolls loops over axes, so array indices become constants and evaluators stay

@@ -1,0 +1,44 @@
+# The CUDA variants of solder's own targets (tests/cuda/, examples/*.cu, bench/*.cu).
+# nvcc is looked for with check_language(CUDA); without it the CPU build goes on and says that
+# CUDA was skipped. Architectures default to sm_80 and sm_90 (A100, H100); every CUDA target is
+# built for both, warning-free.
+#
+# Sets SOLDER_HAVE_CUDA, and the INTERFACE target solder_flags_cuda for the project's .cu files.
+include_guard(GLOBAL)
+include(CheckLanguage)
+
+set(SOLDER_HAVE_CUDA OFF)
+check_language(CUDA)
+if(NOT CMAKE_CUDA_COMPILER)
+  message(STATUS "solder: CUDA skipped: nvcc not found (put it on PATH or set CMAKE_CUDA_COMPILER)")
+  return()
+endif()
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 80 90)
+endif()
+if(NOT CMAKE_CUDA_HOST_COMPILER)
+  set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+set(SOLDER_HAVE_CUDA ON)
+if(PROJECT_IS_TOP_LEVEL AND SOLDER_CCACHE_PROGRAM AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+  set(CMAKE_CUDA_COMPILER_LAUNCHER "${SOLDER_CCACHE_PROGRAM}")
+endif()
+message(STATUS "solder: CUDA ${CMAKE_CUDA_COMPILER_VERSION} for sm_${CMAKE_CUDA_ARCHITECTURES}")
+
+# Warnings of nvcc's front end and of the host compiler are errors, as for the C++ targets.
+add_library(solder_flags_cuda INTERFACE)
+# -std=c++20 by hand: CMake 3.25 does not know nvcc 13's CUDA20 dialect flag.
+target_compile_options(solder_flags_cuda INTERFACE
+  $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall,-Wextra>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOLDER_WERROR}>>:-Werror=all-warnings>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOLDER_NATIVE}>>:-Xcompiler=-march=native>)
+target_link_libraries(solder_flags_cuda INTERFACE solder::solder CUDA::cudart)
+
+# solder_add_cuda_executable(<name> <source>): one .cu file, the project's CUDA flags.
+function(solder_add_cuda_executable name src)
+  _solder_check_target_name(${name} "${src}")
+  add_executable(${name} "${src}")
+  target_link_libraries(${name} PRIVATE solder_flags_cuda)
+endfunction()
