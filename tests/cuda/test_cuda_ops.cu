@@ -140,8 +140,8 @@ TEMPLATE_TEST_CASE("reductions: device against host", "[gpu][reduce]", float, do
   same_bits(sd::eval(sd::max(sd::exp(bd))), sd::eval(sd::max(sd::exp(big))));
   same_bits(sd::eval(sd::argmin(bd)), sd::eval(sd::argmin(big)));
   // Integer sums widen to int64 and are exact.
-  auto ints = sd::cast<std::int32_t>(x * T(100)).template to<sd::Host>();
-  same_bits(sd::eval(sd::sum(sd::eval(ints).template to<sd::Cuda>(), 1)), sd::eval(sd::sum(ints, 1)));
+  auto ints = sd::eval(sd::cast<std::int32_t>(x * T(100)));
+  same_bits(sd::eval(sd::sum(ints.template to<sd::Cuda>(), 1)), sd::eval(sd::sum(ints, 1)));
 }
 
 TEST_CASE("reductions broadcast along different dims: the run-time split", "[gpu][reduce]") {

@@ -57,7 +57,7 @@ struct is_extents<Extents<R>> : std::true_type {};
 // Tensor<float, 2> means two dynamic extents; Tensor<float, sd::ext<3, 4>> two static ones.
 template <auto S>
 constexpr auto as_extents() {
-  if constexpr (is_extents<std::remove_cv_t<decltype(S)>>::value) return S;
+  if constexpr (is_extents<std::remove_cvref_t<decltype(S)>>::value) return S;
   else return dynamic_extents<static_cast<int>(S)>();
 }
 

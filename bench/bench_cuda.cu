@@ -1,0 +1,128 @@
+// GPU benchmarks, as ratios inside one run (bench/common.hpp): the element-wise chain of
+// bench_elementwise on 16M floats fused against eager and against a device-to-device copy of the
+// same bytes (the bandwidth limit); softmax and layer_norm over rows of [4096, 1024] against a
+// copy of their bytes. Kernels are timed with CUDA events (manual time). Needs a GPU: without one
+// it prints "skipped: no CUDA device: ..." and exits 0.
+#include <solder/solder.hpp>
+
+#include <cstring>
+
+#include "common.hpp"
+
+namespace sd = solder;
+namespace sb = solder_bench;
+
+namespace {
+
+constexpr std::int64_t n = 1 << 24, rows = 4096, cols = 1024;
+
+template <class X>
+auto chain(X const& x) {
+  return sd::tanh(x * 0.5f + 0.25f) * sd::sigmoid(x) + x * x * 0.1f - 0.3f;
+}
+
+struct Data {
+  sd::Tensor<float, 1, sd::Cuda> x = sd::rand<float, sd::Cuda>(sd::shape(n), -1.f, 1.f);
+  sd::Tensor<float, 1, sd::Cuda> y{n};
+  sd::Tensor<float, 2, sd::Cuda> m = sd::randn<float, sd::Cuda>(sd::shape(rows, cols));
+  sd::Tensor<float, 2, sd::Cuda> out{rows, cols};
+  sd::Tensor<float, 1, sd::Cuda> gamma = sd::rand<float, sd::Cuda>(sd::shape(cols));
+  sd::Tensor<float, 1, sd::Cuda> beta = sd::rand<float, sd::Cuda>(sd::shape(cols));
+};
+Data& data() {
+  static Data d;
+  return d;
+}
+
+// Times one call of f per iteration with events on solder's stream.
+template <class F>
+void timed(benchmark::State& state, double bytes, F&& f) {
+  cudaEvent_t start, stop;
+  SOLDER_CUDA_CHECK(cudaEventCreate(&start));
+  SOLDER_CUDA_CHECK(cudaEventCreate(&stop));
+  f();
+  for (auto _ : state) {
+    SOLDER_CUDA_CHECK(cudaEventRecord(start, sd::cuda::stream()));
+    f();
+    SOLDER_CUDA_CHECK(cudaEventRecord(stop, sd::cuda::stream()));
+    SOLDER_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    SOLDER_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  sb::set_bytes(state, bytes);
+}
+
+void copy(void* dst, void const* src, std::size_t bytes) {
+  SOLDER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sd::cuda::stream()));
+}
+
+constexpr double chain_bytes = 2.0 * n * sizeof(float);
+constexpr double row_bytes = 2.0 * rows * cols * sizeof(float);
+
+void BM_chain_fused(benchmark::State& s) {
+  timed(s, chain_bytes, [] { data().y = chain(data().x); });
+}
+void BM_chain_eager(benchmark::State& s) {
+  timed(s, chain_bytes, [] { data().y = sd::eager(chain(data().x)); });
+}
+void BM_chain_copy(benchmark::State& s) {
+  timed(s, chain_bytes, [] { copy(data().y.data(), data().x.data(), n * sizeof(float)); });
+}
+void BM_softmax(benchmark::State& s) {
+  timed(s, row_bytes, [] { data().out = sd::softmax(data().m, 1); });
+}
+void BM_layer_norm(benchmark::State& s) {
+  timed(s, row_bytes, [] { data().out = sd::layer_norm(data().m, data().gamma, data().beta); });
+}
+void BM_rows_copy(benchmark::State& s) {
+  timed(s, row_bytes, [] { copy(data().out.data(), data().m.data(), rows * cols * sizeof(float)); });
+}
+
+auto* configure(benchmark::internal::Benchmark* b) {
+  return b->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_chain_fused)->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_chain_eager)->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_chain_copy)->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_softmax)->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_layer_norm)->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_rows_copy)->Apply([](auto* b) { configure(b); });
+
+// The GPU's results against the host's, before any timing.
+void check() {
+  auto& d = data();
+  d.y = chain(d.x);
+  auto x = d.x.to<sd::Host>();
+  sd::Tensor<float, 1> ref = chain(x);
+  sb::check_close("chain: device vs host", sd::to_vector(d.y).data(), ref.data(), n, 0);
+  d.out = sd::softmax(d.m, 1);
+  auto m = d.m.to<sd::Host>();
+  sd::Tensor<float, 2> soft = sd::softmax(m, 1);
+  sb::check_close("softmax: device vs host", sd::to_vector(d.out).data(), soft.data(), rows * cols, 1e-6, 1e-5);
+  d.out = sd::layer_norm(d.m, d.gamma, d.beta);
+  sd::Tensor<float, 2> norm = sd::layer_norm(m, d.gamma.to<sd::Host>(), d.beta.to<sd::Host>());
+  sb::check_close("layer_norm: device vs host", sd::to_vector(d.out).data(), norm.data(), rows * cols, 1e-5, 1e-5);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    data();
+  } catch (sd::Error const& e) {
+    std::printf("skipped: %s\n", e.what() + std::strlen("solder: "));
+    return 0;
+  }
+  check();
+  sb::MedianReporter rep;
+  if (!sb::run_benchmarks(argc, argv, rep)) return 1;
+  std::printf("\n");
+  sb::report_ratio(rep, "chain fused/eager", "BM_chain_eager", "BM_chain_fused", 5);
+  sb::report_fraction(rep, "chain fused vs device copy", "BM_chain_copy", "BM_chain_fused", 0.9);
+  sb::report_fraction(rep, "softmax vs device copy", "BM_rows_copy", "BM_softmax", 0.8);
+  sb::report_fraction(rep, "layer_norm vs device copy", "BM_rows_copy", "BM_layer_norm", 0.8);
+  return 0;
+}
