@@ -208,6 +208,7 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   }
   bool trailing = n.axes[0] == F - N::naxes;  // sorted and distinct, so the rest follow
   ev.block = trailing && ce.contiguous(F - N::naxes, fdom);
+  if constexpr (requires { ev.derive(); }) ev.derive();  // a backend's own fields from these
   return ev;
 }
 

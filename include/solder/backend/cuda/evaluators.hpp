@@ -48,20 +48,26 @@ struct ReduceEval {
   std::int64_t count = 1;
   bool block = false;        // reduced axes are trailing and contiguous: one run
   std::uint64_t id = 0;
+  // f = take * p: the input's line start from the output index, as arithmetic on constant
+  // indices (an index read from src[] would make the compiler keep the arrays in local memory).
+  std::array<std::array<std::int64_t, D>, F> take{};
   R value{};
+
+  void derive() {
+    for (int k = 0; k < F; ++k)
+      for (int o = 0; o < D; ++o) take[k][o] = (src[k] == o && out[o] != 1) ? 1 : 0;
+  }
 
   // Every thread of the block calls this for the same line p (block_fold synchronizes).
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
 #if defined(__CUDA_ARCH__)
     // Every index below is a compile-time constant once the loops unroll, so the evaluator
-    // stays in registers (an array indexed at run time would live in local memory).
+    // stays in registers.
     Index<F> f{};
     SOLDER_UNROLL
     for (int k = 0; k < F; ++k) {
-      f[k] = 0;
       SOLDER_UNROLL
-      for (int o = 0; o < D; ++o)
-        if (src[k] == o && out[o] != 1) f[k] = p[o];
+      for (int o = 0; o < D; ++o) f[k] += take[k][o] * p[o];
     }
     child.prepare(f);
     A acc = Op::template identity<A>();

@@ -60,8 +60,10 @@ __global__ void __launch_bounds__(block_threads)
   for (std::int64_t j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
 }
 
+// (At least one block per SM, said explicitly: without it ptxas for sm_90 caps layer norm's
+// kernel at 40 registers and spills.)
 template <class OutT, int D, class Ev>
-__global__ void __launch_bounds__(block_threads)
+__global__ void __launch_bounds__(block_threads, 1)
     lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
                  std::int64_t len, std::int64_t outer, bool contiguous) {
   for (std::int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
