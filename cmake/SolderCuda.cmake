@@ -33,7 +33,9 @@ add_library(solder_flags_cuda INTERFACE)
 target_compile_options(solder_flags_cuda INTERFACE
   $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall,-Wextra>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOLDER_WERROR}>>:-Werror=all-warnings>
-  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOLDER_NATIVE}>>:-Xcompiler=-march=native>)
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOLDER_NATIVE}>>:-Xcompiler=-march=native>
+  # The host pass at -O2, as the C++ tests (Release's -O3 stays for the device code).
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<NOT:$<CONFIG:Debug>>>:-Xcompiler=-O2>)
 target_link_libraries(solder_flags_cuda INTERFACE solder::solder CUDA::cudart)
 
 # solder_add_cuda_executable(<name> <source>): one .cu file, the project's CUDA flags.

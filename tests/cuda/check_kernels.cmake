@@ -2,7 +2,8 @@
 # architecture: compiles its device code with `ptxas -v` and reads the report.
 #   - the fused chain (the one kernel whose evaluator holds both tanh and sigmoid) is exactly one
 #     entry function: one kernel per fused expression type;
-#   - no solder kernel (element-wise, row/line, fill) spills registers to local memory.
+#   - no solder kernel (element-wise, row/line, fill) uses local memory: no register spills and
+#     no stack frame (an evaluator kept in local memory).
 # Prints one line per solder kernel: registers, stack frame, spills.
 # Usage: cmake -DNVCC=<nvcc> -DARCH=<80> -DINCLUDE=<include dir> -DSOURCE=<.cu> -DWORK=<dir>
 #              -P check_kernels.cmake
@@ -48,7 +49,7 @@ foreach(line IN LISTS lines)
   elseif(line MATCHES "Used ([0-9]+) registers" AND NOT kind STREQUAL "")
     message(STATUS "sm_${ARCH} ${kind}: ${CMAKE_MATCH_1} registers, ${stack} bytes stack, "
                    "${spill_st}/${spill_ld} bytes spilled (stores/loads)")
-    if(NOT spill_st EQUAL 0 OR NOT spill_ld EQUAL 0)
+    if(NOT spill_st EQUAL 0 OR NOT spill_ld EQUAL 0 OR NOT stack EQUAL 0)
       list(APPEND bad "${kind} ${entry}")
     endif()
   endif()
@@ -62,5 +63,5 @@ if(NOT chain EQUAL 1)
   message(FATAL_ERROR "the fused chain compiled to ${chain} kernels, expected exactly 1")
 endif()
 if(bad)
-  message(FATAL_ERROR "kernels that spill to local memory:\n${bad}")
+  message(FATAL_ERROR "kernels that use local memory (spills or a stack frame):\n${bad}")
 endif()

@@ -5,15 +5,47 @@
 #include <string_view>
 #include <type_traits>
 
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 namespace solder {
+
+#if defined(__CUDACC__)
+// 16-bit floats (with nvcc): storage types; every op computes in float and rounds once, when it
+// stores its result.
+using half = __half;
+using bfloat16 = __nv_bfloat16;
+#endif
+
+namespace detail {
+template <class T>
+inline constexpr bool is_half_v = false;
+#if defined(__CUDACC__)
+template <>
+inline constexpr bool is_half_v<__half> = true;
+template <>
+inline constexpr bool is_half_v<__nv_bfloat16> = true;
+#endif
+}  // namespace detail
+
+// float, double and the 16-bit floats.
+template <class T>
+inline constexpr bool is_floating_v = std::is_floating_point_v<T> || detail::is_half_v<T>;
 
 template <class T>
 concept Element = std::same_as<T, float> || std::same_as<T, double> ||
                   std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
-                  std::same_as<T, bool>;
+                  std::same_as<T, bool> || detail::is_half_v<T>;
 
 template <class T>
 constexpr std::string_view dtype_name() {
+#if defined(__CUDACC__)
+  if constexpr (std::same_as<T, half>) return "float16";
+  else if constexpr (std::same_as<T, bfloat16>) return "bfloat16";
+  else
+#endif
   if constexpr (std::same_as<T, float>) return "float32";
   else if constexpr (std::same_as<T, double>) return "float64";
   else if constexpr (std::same_as<T, std::int32_t>) return "int32";
@@ -31,7 +63,8 @@ template <class A, class B>
 struct promote {
   using type = std::conditional_t<
       (category<A> != category<B>), std::conditional_t<(category<A> > category<B>), A, B>,
-      std::conditional_t<(sizeof(A) >= sizeof(B)), A, B>>;
+      std::conditional_t<(is_half_v<A> && is_half_v<B> && !std::is_same_v<A, B>), float,  // as torch
+                         std::conditional_t<(sizeof(A) >= sizeof(B)), A, B>>>;
 };
 
 // A C++ literal is a "wrapped number": it only matters when its category is higher than
@@ -61,6 +94,10 @@ using promote_t = typename promote<Ts...>::type;
 
 // The type floating-point ops compute in: ints and bool become float32 (PyTorch's default).
 template <class T>
-using floating_t = std::conditional_t<std::is_floating_point_v<T>, T, float>;
+using floating_t = std::conditional_t<is_floating_v<T>, T, float>;
+
+// The type an element-wise op computes in: its own, but float for the 16-bit floats.
+template <class T>
+using compute_t = std::conditional_t<detail::is_half_v<T>, float, T>;
 
 }  // namespace solder

@@ -21,9 +21,9 @@ std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
   std::int64_t pos = 0;
   auto put = [&](T x) {
     if constexpr (std::is_same_v<T, bool>) os << (x ? "True" : "False");
-    else if constexpr (std::is_floating_point_v<T>) {
+    else if constexpr (is_floating_v<T>) {
       std::ostringstream one;
-      one << std::setprecision(6) << x;
+      one << std::setprecision(6) << static_cast<compute_t<T>>(x);
       std::string text = one.str();  // whole numbers print as "1." as in PyTorch
       if (text.find_first_of(".enai") == std::string::npos) text += '.';
       os << text;

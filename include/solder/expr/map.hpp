@@ -97,7 +97,7 @@ struct Map : detail::ExprTag {
       typename detail::drop_front<std::tuple<C...>, detail::value_args_from<Op>(),
                                   std::make_index_sequence<sizeof...(C) -
                                                            detail::value_args_from<Op>()>>::type;
-  using compute_type = typename Op::template compute<promoted>;
+  using compute_type = compute_t<typename Op::template compute<promoted>>;
   using value_type = typename Op::template result<promoted>;
   using device_type = typename detail::device_join<typename C::device_type...>::type;
   static constexpr int rank = std::max({0, C::rank...});

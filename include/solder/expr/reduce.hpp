@@ -13,16 +13,18 @@ namespace solder {
 
 namespace ops {
 
-// Accumulators: float sums stay float (lane-blocked, see backend/host), integer and bool
-// sums widen to int64 as in PyTorch.
+// Results: float sums stay float (lane-blocked, see backend/host), integer and bool sums widen
+// to int64 as in PyTorch. Accumulators: the same, but float for the 16-bit floats.
 template <class T>
-using sum_t = std::conditional_t<std::is_floating_point_v<T>, T, std::int64_t>;
+using sum_t = std::conditional_t<is_floating_v<T>, T, std::int64_t>;
+template <class T>
+using sum_acc_t = compute_t<sum_t<T>>;
 
 struct Sum {
   static constexpr char const* name = "sum";
   static constexpr bool needs_elements = false;
   template <class T>
-  using acc = sum_t<T>;
+  using acc = sum_acc_t<T>;
   template <class T>
   using result = sum_t<T>;
   template <class A>
@@ -45,7 +47,7 @@ struct Prod {
   static constexpr char const* name = "prod";
   static constexpr bool needs_elements = false;
   template <class T>
-  using acc = sum_t<T>;
+  using acc = sum_acc_t<T>;
   template <class T>
   using result = sum_t<T>;
   template <class A>
@@ -64,7 +66,7 @@ struct Extremum {
   static constexpr char const* name = IsMax ? "max" : "min";
   static constexpr bool needs_elements = true;
   template <class T>
-  using acc = T;
+  using acc = compute_t<T>;
   template <class T>
   using result = T;
   template <class A>
@@ -97,7 +99,7 @@ struct ArgExtremum {
   static constexpr char const* name = IsMax ? "argmax" : "argmin";
   static constexpr bool needs_elements = true;
   template <class T>
-  using acc = ArgAcc<T>;
+  using acc = ArgAcc<compute_t<T>>;
   template <class T>
   using result = std::int64_t;
   template <class A>
@@ -189,7 +191,7 @@ auto make_reduce(X const& x, std::array<std::int64_t, N> const& dims) {
   using C = node_t<X>;
   static_assert(C::rank >= 1, "solder: reduction of a rank-0 value");
   if constexpr (std::is_same_v<Op, ops::Mean>)
-    static_assert(std::is_floating_point_v<typename C::value_type>,
+    static_assert(is_floating_v<typename C::value_type>,
                   "solder: mean: the input must be floating point (use sd::cast<float>)");
   return Reduce<Op, C, static_cast<int>(N), Keep>(as_node(x), dims);
 }

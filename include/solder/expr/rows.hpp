@@ -38,7 +38,7 @@ auto variance(X const& x, std::int64_t dim, double correction) {
   auto centered = x - mean(x, dim, keepdim);
   auto sq = make_reduce<ops::Sum, Keep>(centered * centered, std::array<std::int64_t, 1>{dim});
   using T = typename decltype(sq)::value_type;
-  return sq / static_cast<T>(static_cast<double>(sq.count) - correction);
+  return sq / static_cast<compute_t<T>>(static_cast<double>(sq.count) - correction);
 }
 }  // namespace detail
 template <Lazy X>
@@ -65,11 +65,11 @@ template <Lazy X, Lazy G, Lazy B>
 auto layer_norm(X const& x, G const& gamma, B const& beta, double eps = 1e-5) {
   constexpr int K = node_t<G>::rank;
   using T = typename node_t<X>::value_type;
-  static_assert(std::is_floating_point_v<T>, "solder: layer_norm: the input must be floating point");
+  static_assert(is_floating_v<T>, "solder: layer_norm: the input must be floating point");
   auto mu = detail::make_reduce<ops::Mean, true>(x, detail::trailing_dims<K>());
   auto centered = x - mu;
   auto v = detail::make_reduce<ops::Mean, true>(centered * centered, detail::trailing_dims<K>());
-  return centered * rsqrt(v + static_cast<T>(eps)) * gamma + beta;
+  return centered * rsqrt(v + static_cast<compute_t<T>>(eps)) * gamma + beta;
 }
 
 // rms_norm(x, gamma, eps) = x / sqrt(mean(x^2) + eps) * gamma over gamma's trailing dims;
@@ -79,9 +79,9 @@ auto rms_norm(X const& x, G const& gamma,
               double eps = std::numeric_limits<typename node_t<X>::value_type>::epsilon()) {
   constexpr int K = node_t<G>::rank;
   using T = typename node_t<X>::value_type;
-  static_assert(std::is_floating_point_v<T>, "solder: rms_norm: the input must be floating point");
+  static_assert(is_floating_v<T>, "solder: rms_norm: the input must be floating point");
   auto ms = detail::make_reduce<ops::Mean, true>(x * x, detail::trailing_dims<K>());
-  return x * rsqrt(ms + static_cast<T>(eps)) * gamma;
+  return x * rsqrt(ms + static_cast<compute_t<T>>(eps)) * gamma;
 }
 
 }  // namespace solder

@@ -39,7 +39,9 @@ __device__ SOLDER_INLINE A block_fold(A share) {
 template <class Op, class In, class Child, int D, int F, int NA>
 struct ReduceEval {
   using A = typename Op::template acc<In>;
-  using R = typename Op::template result<In>;
+  // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is
+  // rounded only where a kernel stores it.
+  using R = compute_t<typename Op::template result<In>>;
   Child child;
   Index<F> fdom;             // the input's index space
   std::array<int, F> src{};  // the output axis feeding each input axis; -1 if reduced
