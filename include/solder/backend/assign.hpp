@@ -68,9 +68,10 @@ void assign(Dst& dst, Src const& src) {
   check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
         " into a tensor of shape ", shape_string<R>(dst.shape()));
   if (overlaps<R, false>(node, dst)) {
-    BasicTensor<typename N::value_type, dynamic_extents<R>(), Device> tmp(node.shape());
+    using T = canonical_t<typename N::value_type>;
+    BasicTensor<T, dynamic_extents<R>(), Device> tmp(node.shape());
     run_kernel(tmp, node);
-    run_kernel(dst, Leaf<typename N::value_type, dynamic_extents<R>(), Device>(tmp));
+    run_kernel(dst, Leaf<T, dynamic_extents<R>(), Device>(tmp));
     return;
   }
   run_kernel(dst, node);
@@ -78,8 +79,9 @@ void assign(Dst& dst, Src const& src) {
 
 template <class N>
 auto materialize(N const& n) {
-  BasicTensor<typename N::value_type, dynamic_extents<N::rank>(), typename N::device_type> t(
-      n.shape());
+  BasicTensor<canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
+              typename N::device_type>
+      t(n.shape());
   run_kernel(t, n);
   return t;
 }
@@ -92,8 +94,8 @@ namespace solder {
 template <Lazy X>
 auto eval(X const& x) {
   using N = node_t<X>;
-  return BasicTensor<typename N::value_type, N::static_extents, typename N::device_type>(
-      as_node(x));
+  return BasicTensor<detail::canonical_t<typename N::value_type>, N::static_extents,
+                     typename N::device_type>(as_node(x));
 }
 
 template <class T, auto E, class Device>

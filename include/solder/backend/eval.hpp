@@ -173,9 +173,13 @@ struct MapEval {
   }
 };
 
-// Each backend names its reduction evaluator here: a template
-// type<Op, In, Child, D, F, NA> whose first members are `child` and `fdom` and which has the
-// members axes, out, count, id, src and block that make_reduce_eval fills in.
+// Each backend names its reduction evaluator here: a template type<Op, Child, D, F, NA> whose
+// first members are `child` and `fdom` and which has the members axes, out, count, id, src and
+// block that make_reduce_eval fills in. It reads its input type from Child (element_of), not
+// from the node: nvcc's host stub would spell the node's member alias through the node type,
+// whose class-type template arguments (Extents) g++ cannot parse back.
+template <class Ev>
+using element_of = std::remove_cvref_t<decltype(std::declval<Ev const&>().line(0))>;
 template <class Device>
 struct reduce_eval_for;
 
@@ -194,7 +198,7 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   Index<F> const& fdom = n.child.shape();
   auto ce = make_eval<F, true, Split>(n.child, fdom, temps);
   using Ev = typename reduce_eval_for<typename N::device_type>::template type<
-      typename N::op_type, typename N::input_type, decltype(ce), D, F, N::naxes>;
+      typename N::op_type, decltype(ce), D, F, N::naxes>;
   Ev ev{ce, fdom};
   ev.axes = n.axes;
   ev.out = n.shape();

@@ -30,6 +30,26 @@ inline constexpr bool is_half_v<__nv_bfloat16> = true;
 #endif
 }  // namespace detail
 
+namespace detail {
+// An element type named without the alias it was reached through. A node's value_type is an
+// alias member of a class whose template arguments include Extents values; nvcc's host stub
+// spells a class-type element (half) through that path, which g++ cannot parse back. The
+// tensors that kernels write are made with canonical_t<...>.
+template <class T>
+struct canonical;
+template <> struct canonical<float> { using type = float; };
+template <> struct canonical<double> { using type = double; };
+template <> struct canonical<std::int32_t> { using type = std::int32_t; };
+template <> struct canonical<std::int64_t> { using type = std::int64_t; };
+template <> struct canonical<bool> { using type = bool; };
+#if defined(__CUDACC__)
+template <> struct canonical<__half> { using type = __half; };
+template <> struct canonical<__nv_bfloat16> { using type = __nv_bfloat16; };
+#endif
+template <class T>
+using canonical_t = typename canonical<T>::type;
+}  // namespace detail
+
 // float, double and the 16-bit floats.
 template <class T>
 inline constexpr bool is_floating_v = std::is_floating_point_v<T> || detail::is_half_v<T>;

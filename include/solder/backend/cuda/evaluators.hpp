@@ -36,8 +36,9 @@ __device__ SOLDER_INLINE A block_fold(A share) {
 
 // Rule 4 (a reduction used twice is computed once) is the host's Links; here each use is
 // computed by its own fold, which re-reads the line from cache.
-template <class Op, class In, class Child, int D, int F, int NA>
+template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval {
+  using In = element_of<Child>;
   using A = typename Op::template acc<In>;
   // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is
   // rounded only where a kernel stores it.
@@ -106,7 +107,7 @@ struct ReduceEval {
 namespace solder::detail {
 template <>
 struct reduce_eval_for<Cuda> {
-  template <class Op, class In, class Child, int D, int F, int NA>
-  using type = cuda::ReduceEval<Op, In, Child, D, F, NA>;
+  template <class Op, class Child, int D, int F, int NA>
+  using type = cuda::ReduceEval<Op, Child, D, F, NA>;
 };
 }  // namespace solder::detail

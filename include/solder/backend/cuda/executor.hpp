@@ -114,10 +114,10 @@ inline constexpr bool elementwise_eval<ScalarEval<T, D>> = true;
 template <class Op, class C, int D, class... E>
 inline constexpr bool elementwise_eval<MapEval<Op, C, D, E...>> = (true && ... && elementwise_eval<E>);
 
-template <class OutTensor, class Ev>
-void launch(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines) {
-  constexpr int D = OutTensor::rank;
-  using OutT = typename OutTensor::value_type;
+// (OutT is deduced, not read as OutTensor::value_type: see element_of in backend/eval.hpp.)
+template <class OutT, auto E, class Ev>
+void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& lines) {
+  constexpr int D = rank_of<E>;
   Index<D> const& dom = out.shape();
   std::int64_t n = numel_of<D>(dom);
   cudaStream_t s = solder::cuda::stream();
@@ -168,14 +168,14 @@ __global__ void finalize_kernel(A const* acc, OutT* out, std::int64_t count) {
 
 // A reduction of everything into one value, with no reduction fused inside its input: CUB's
 // device-wide reduce over the fused input (deterministic for a given device).
-// (Op and C are deduced, not read from the node's member aliases: nvcc's host stub would spell
-// those through the node type, whose class-type template arguments g++ cannot parse back.)
+// (Op is deduced and A read from the evaluator, not from the node's member aliases: see
+// element_of in backend/eval.hpp.)
 template <class OutTensor, class Op, class C, int NA, bool K>
 void device_reduce(OutTensor& out, Reduce<Op, C, NA, K> const& root, Temps& temps) {
-  using A = typename Op::template acc<typename C::value_type>;
   constexpr int F = C::rank;
   Index<F> const& fdom = root.child.shape();
   auto child = make_eval<F, true, false>(root.child, fdom, temps);
+  using A = typename Op::template acc<element_of<decltype(child)>>;
   bool contiguous = child.contiguous(0, fdom);
   child.begin_line(Index<F>{});
   StepAt<Op, A, decltype(child), F> step{child, fdom, contiguous};

@@ -77,8 +77,9 @@ SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t 
   return total;
 }
 
-template <class Op, class In, class Child, int D, int F, int NA>
+template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval {
+  using In = element_of<Child>;
   using A = typename Op::template acc<In>;
   // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is
   // rounded only where a kernel stores it.
@@ -166,7 +167,7 @@ struct ReduceEval {
 namespace solder::detail {
 template <>
 struct reduce_eval_for<Host> {
-  template <class Op, class In, class Child, int D, int F, int NA>
-  using type = host::ReduceEval<Op, In, Child, D, F, NA>;
+  template <class Op, class Child, int D, int F, int NA>
+  using type = host::ReduceEval<Op, Child, D, F, NA>;
 };
 }  // namespace solder::detail
