@@ -32,10 +32,14 @@ SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, In
 
 enum class Walk : int { vector, contiguous, strided };
 
+// Values of the output type per 16-byte store.
+template <class T>
+inline constexpr int vec_width = static_cast<int>(16 / sizeof(T));
+
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads)
     elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
-  constexpr int V = 16 / sizeof(OutT) > 0 ? static_cast<int>(16 / sizeof(OutT)) : 1;
+  constexpr int V = vec_width<OutT>;
   std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
   std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (walk == Walk::strided) {
@@ -125,7 +129,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     Walk walk = Walk::strided;
     if (ev.contiguous(0, dom) && contiguous_from<D>(0, out.strides(), dom)) {
       ev.begin_line(Index<D>{});
-      constexpr int V = 16 / sizeof(OutT) > 0 ? static_cast<int>(16 / sizeof(OutT)) : 1;
+      constexpr int V = vec_width<OutT>;
       bool aligned = reinterpret_cast<std::uintptr_t>(out.data()) % sizeof(Vec<OutT, V>) == 0;
       walk = aligned && ev.template vec_aligned<V>() ? Walk::vector : Walk::contiguous;
     }
