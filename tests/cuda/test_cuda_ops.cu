@@ -108,7 +108,8 @@ TEMPLATE_TEST_CASE("16-bit floats: storage on the GPU, maths in float, same bits
   using H = TestType;
   sd::Tensor<H, 2> x = sd::cast<H>(inputs<float>(65, 1031, 8.f));
   same_on_both([](auto const& a) { return sd::tanh(a * 0.5f + 0.25f) * sd::sigmoid(a) - a * a; }, x);
-  same_on_both([](auto const& a) { return sd::softmax(a, 1); }, x);
+  // The row sum folds in another order, so a result may round to the neighbouring half.
+  close(sd::eval(sd::softmax(x.template to<sd::Cuda>(), 1)), sd::eval(sd::softmax(x, 1)), 2e-3);
   same_on_both([](auto const& a) { return sd::max(a, 0); }, x);
   same_on_both([](auto const& a) { return sd::argmax(a, 1); }, x);
   auto fin = sd::eval(sd::cast<H>(sd::rand<float>(sd::shape(257, 1031))));
@@ -206,7 +207,7 @@ TEST_CASE("factories and copies", "[gpu][tensor]") {
   CHECK(back.storage() != d.storage());
   same_bits(d.clone(), h);
   same_bits(sd::transpose(d, 0, 1).to<sd::Host>(), sd::eval(sd::transpose(h, 0, 1)));
-  CHECK(sd::slice(d, 0, 10, 11).item() == h(10, 0));
+  CHECK(sd::slice(sd::slice(d, 0, 10, 11), 1, 2, 3).item() == h(10, 2));
   sd::Tensor<float, 2, sd::Cuda> empty(0, 3);
   sd::Tensor<float, 2, sd::Cuda> also_empty = sd::exp(empty);
   CHECK(also_empty.numel() == 0);
@@ -218,5 +219,5 @@ TEST_CASE("run-time misuse on the device throws sd::Error", "[gpu][errors]") {
   auto b = sd::zeros<float, sd::Cuda>(sd::shape(5, 4));
   CHECK_THROWS_AS(sd::eval(a + b), sd::Error);
   sd::Tensor<float, 2, sd::Cuda> c(4, 3);
-  CHECK_THROWS_AS(c = a, sd::Error);
+  CHECK_THROWS_AS(c = a * 2.f, sd::Error);
 }
