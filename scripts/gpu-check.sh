@@ -8,6 +8,9 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${SOLDER_JOBS:-$(nproc)}"
 archs="${SOLDER_CUDA_ARCHS:-80;90}"
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
 log=build-cuda/gpu-check.log
 
 scripts/install-deps.sh || echo "gpu-check.sh: warning: installing dependencies failed; trying with what is there"

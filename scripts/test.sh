@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Full check: install deps; build/ (Release: tests, benchmarks, examples) + every ctest entry;
+# Full check: install deps; build/ (Release: tests, benchmarks, examples, and their CUDA
+# variants when nvcc is found) + every ctest entry;
 # then build-asan/ (ASan+UBSan, tests only) + the unit tests (consume and compile_fail tests are
 # not repeated there). Ends with a one-line summary (each stage's verdict and wall time); exits
 # non-zero if anything failed.
@@ -15,6 +16,11 @@ scripts/install-deps.sh || { echo "test.sh: FAILED installing dependencies"; exi
 export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/solder-ccache}"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"  # paths relative to the checkout: hits across clones
 jobs="${SOLDER_JOBS:-$(nproc)}"
+# nvcc from the CUDA Toolkit's usual place when it is not on the PATH; without it the CUDA
+# targets are skipped (cmake/SolderCuda.cmake says so).
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
 
 summary=()
 failed=0
