@@ -8,7 +8,7 @@
 //   prepare(i)       compute the fused reductions for the line that starts at index i
 //   begin_line(i)    point the inputs at that line (contiguous lines only)
 //   line(j)          the value at element j of the line: a plain load per input, vectorizable
-//   line_vec<V>(j)   values j .. j+V-1 of the line as one Vec (CUDA's 16-byte loads)
+//   line_vec<V>(j)   values j .. j+V-1 of the line as one Vec (CUDA's vector loads)
 //   at(i)            the value at any index: the general strided/broadcast path
 #pragma once
 #include <cstdint>

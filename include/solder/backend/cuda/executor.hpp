@@ -1,7 +1,8 @@
 // The CUDA executor: one __global__ kernel template per kind of planned kernel, instantiated
 // once per fused expression type, with the variant picked at run time inside it:
-//   elementwise_kernel  no fused reduction: a grid-stride loop over the output, 16-byte loads
-//                       and stores when every input and the output are contiguous and aligned,
+//   elementwise_kernel  no fused reduction: a grid-stride loop over the output, vector loads and
+//                       stores (16 bytes of 4- and 8-byte types, 4 values of smaller ones) when
+//                       every input and the output are contiguous and aligned,
 //                       scalar contiguous loads otherwise, or the general strided/broadcast walk;
 //   lines_kernel        fused reductions: one thread block per line (softmax's row, a reduction's
 //                       output), the block computes the line's reductions, then writes the line;
@@ -32,9 +33,10 @@ SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, In
 
 enum class Walk : int { vector, contiguous, strided };
 
-// Values of the output type per 16-byte store.
+// Values per thread per step of the vector walk: 16 bytes of the output, at most 4 values (the
+// expression is unrolled that many times: more costs registers and compile time, not speed).
 template <class T>
-inline constexpr int vec_width = static_cast<int>(16 / sizeof(T));
+inline constexpr int vec_width = sizeof(T) >= 4 ? static_cast<int>(16 / sizeof(T)) : 4;
 
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads)
