@@ -1,0 +1,65 @@
+// Comparing what the GPU computes with what the host computes from the same inputs, for the
+// tests that need a GPU (test_cuda_*.cu): element-wise maths must agree bit for bit (one functor
+// on both sides, no fma contraction), reductions within a tolerance (another fold order).
+#pragma once
+#include <catch2/catch.hpp>
+#include <solder/solder.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace sd = solder;
+
+namespace gpu_test {
+
+// Inputs with the special values every op must handle, then random ones of both signs.
+template <class T>
+sd::Tensor<T, 2> inputs(std::int64_t rows, std::int64_t cols, T scale) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  std::vector<T> specials{T(0), -T(0), T(1), T(-1), inf, -inf, std::numeric_limits<T>::quiet_NaN(),
+                          std::numeric_limits<T>::denorm_min(), T(1e-30), T(-88.5), T(89.5), T(700)};
+  auto r = sd::rand<T>(sd::shape(rows, cols), -scale, scale);
+  auto v = sd::to_vector(r);
+  for (std::size_t i = 0; i < specials.size() && i < v.size(); ++i) v[i] = specials[i];
+  return sd::from_vector(v, sd::shape(rows, cols));
+}
+
+template <class A, class B>
+void same_bits(A const& device, B const& host) {
+  auto d = sd::to_vector(device);
+  auto h = sd::to_vector(host);
+  REQUIRE(d.size() == h.size());
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    INFO("element " << i << ": device " << static_cast<double>(d[i]) << ", host "
+                     << static_cast<double>(h[i]));
+    if constexpr (sd::is_floating_v<typename decltype(d)::value_type>) {
+      if (std::isnan(static_cast<double>(h[i]))) CHECK(std::isnan(static_cast<double>(d[i])));
+      else CHECK(std::memcmp(&d[i], &h[i], sizeof(d[i])) == 0);
+    } else {
+      CHECK(d[i] == h[i]);
+    }
+  }
+}
+
+template <class A, class B>
+void close(A const& device, B const& host, double rel) {
+  auto d = sd::to_vector(device);
+  auto h = sd::to_vector(host);
+  REQUIRE(d.size() == h.size());
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    double dv = static_cast<double>(d[i]), hv = static_cast<double>(h[i]);
+    INFO("element " << i << ": device " << dv << ", host " << hv);
+    if (std::isnan(hv)) CHECK(std::isnan(dv));
+    else CHECK(std::abs(dv - hv) <= rel * (1 + std::abs(hv)));
+  }
+}
+
+// Applies f to the host tensors and to their device copies and compares bit for bit.
+template <class F, class... H>
+void same_on_both(F const& f, H const&... host) {
+  same_bits(sd::eval(f(host.template to<sd::Cuda>()...)), sd::eval(f(host...)));
+}
+
+}  // namespace gpu_test

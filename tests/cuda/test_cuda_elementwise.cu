@@ -1,0 +1,62 @@
+// Element-wise ops on sd::Cuda tensors against the host's results on the same inputs, bit for
+// bit: every op in float, the double polynomials, broadcasts, views, casts and aliasing.
+// Needs a GPU: without one its main (gpu_main.cpp) prints "skipped: no CUDA device: ..." and
+// exits 77, which ctest reports as skipped.
+#include "compare.hpp"
+
+using namespace gpu_test;
+
+// Every op in float; double shares the functors, so a few expressions cover its polynomials.
+TEST_CASE("element-wise maths: device equals host bit for bit", "[gpu][elementwise]") {
+  using T = float;
+  auto x = inputs<T>(67, 129, T(30));
+  auto pos = sd::eval(sd::abs(x));
+#define SOLDER_SAME(expr) \
+  SECTION(#expr) { same_on_both([](auto const& a) { return expr; }, x); }
+  SOLDER_SAME(sd::exp(a))
+  SOLDER_SAME(sd::expm1(a))
+  SOLDER_SAME(sd::tanh(a))
+  SOLDER_SAME(sd::sigmoid(a))
+  SOLDER_SAME(sd::erf(a))
+  SOLDER_SAME(sd::sin(a))
+  SOLDER_SAME(sd::cos(a))
+  SOLDER_SAME(sd::gelu(a))
+  SOLDER_SAME(sd::gelu(a, sd::tanh_approximation))
+  SOLDER_SAME(sd::silu(a))
+  SOLDER_SAME(sd::softplus(a))
+  SOLDER_SAME(sd::relu(a) - sd::abs(a) * 2 + (-a) + sd::leaky_relu(a, 0.1) +
+              sd::clamp(a, T(-1), T(2)) * sd::where(a > T(0), a, a * T(0.5)))
+  SOLDER_SAME(sd::tanh(a * T(0.5) + T(0.25)) * sd::sigmoid(a) + a * a * T(0.1) - T(0.3))
+#undef SOLDER_SAME
+  SECTION("log, log1p, sqrt, rsqrt, pow") {
+    same_on_both([](auto const& a) { return sd::log(a) + sd::log1p(a); }, pos);
+    same_on_both([](auto const& a) { return sd::sqrt(a) * sd::rsqrt(a + T(1)); }, pos);
+    same_on_both([](auto const& a, auto const& b) { return sd::pow(a, b * T(0.1)); }, pos, x);
+  }
+}
+
+TEST_CASE("element-wise maths in double: device equals host bit for bit", "[gpu][elementwise]") {
+  auto x = inputs<double>(67, 129, 30.0);
+  same_on_both([](auto const& a) { return sd::exp(a) + sd::tanh(a) * sd::sigmoid(a) - sd::erf(a); }, x);
+  same_on_both([](auto const& a) { return sd::sin(a) * sd::cos(a) + sd::expm1(a) / sd::softplus(a); }, x);
+  same_on_both([](auto const& a) { return sd::log1p(sd::abs(a)) * sd::pow(sd::abs(a), a * 0.1); }, x);
+}
+
+TEST_CASE("broadcasts, views, casts and comparisons", "[gpu][elementwise]") {
+  auto a = inputs<float>(33, 65, 4.f);
+  auto row = sd::rand<float>(sd::shape(65));
+  auto col = sd::rand<float>(sd::shape(33, 1));
+  same_on_both([](auto const& x, auto const& r, auto const& c) { return x * r - c; }, a, row, col);
+  same_on_both([](auto const& x) { return sd::transpose(x, 0, 1) * 2.f; }, a);
+  same_on_both([](auto const& x) { return sd::slice(x, 1, 3, 60, 3) + 1.f; }, a);
+  same_on_both([](auto const& x) { return sd::cast<std::int32_t>(x * 10.f) / 3; }, a);
+  same_on_both([](auto const& x) { return (x > 0.5f) != (x < -0.5f); }, a);
+  same_on_both([](auto const& x, auto const& r) { return sd::maximum(x, r) + sd::minimum(x, r); }, a, row);
+}
+
+TEST_CASE("aliasing: y = transpose(y) on the device", "[gpu][elementwise]") {
+  auto h = sd::view(sd::arange<float>(0, 16), sd::shape(4, 4));
+  sd::Tensor<float, 2, sd::Cuda> y = h.to<sd::Cuda>();
+  y = sd::transpose(y, 0, 1);
+  same_bits(y, sd::eval(sd::transpose(h, 0, 1)));
+}

@@ -1,0 +1,72 @@
+// Reductions and row kernels on sd::Cuda tensors against the host's results: each dim,
+// keepdim, full reductions (CUB's device-wide path), integer sums, the run-time split, rows of
+// 1 to 4099 columns.
+// Needs a GPU: without one its main (gpu_main.cpp) prints "skipped: no CUDA device: ..." and
+// exits 77, which ctest reports as skipped.
+#include "compare.hpp"
+
+using namespace gpu_test;
+
+// In float; the double instantiations share all but the accumulator type (checked below).
+TEST_CASE("reductions: device against host", "[gpu][reduce]") {
+  using T = float;
+  auto x = sd::rand<T>(sd::shape(129, 257), T(-1), T(1));
+  auto d = x.template to<sd::Cuda>();
+  double tol = 2e-5;
+  for (int dim : {0, 1}) {
+    INFO("dim " << dim);
+    close(sd::eval(sd::sum(d, dim)), sd::eval(sd::sum(x, dim)), tol * 300);
+    close(sd::eval(sd::mean(d, dim, sd::keepdim)), sd::eval(sd::mean(x, dim, sd::keepdim)), tol);
+    close(sd::eval(sd::var(d, dim)), sd::eval(sd::var(x, dim)), tol * 10);
+    same_bits(sd::eval(sd::max(d, dim)), sd::eval(sd::max(x, dim)));
+    same_bits(sd::eval(sd::min(d, dim)), sd::eval(sd::min(x, dim)));
+    same_bits(sd::eval(sd::argmax(d, dim)), sd::eval(sd::argmax(x, dim)));
+    same_bits(sd::eval(sd::argmin(d, dim)), sd::eval(sd::argmin(x, dim)));
+    close(sd::eval(sd::prod(d * T(0.01) + T(1), dim)), sd::eval(sd::prod(x * T(0.01) + T(1), dim)), tol * 10);
+  }
+  close(sd::eval(sd::sum(d)), sd::eval(sd::sum(x)), tol * 1000);
+  same_bits(sd::eval(sd::argmax(d)), sd::eval(sd::argmax(x)));
+  // Large full reductions take CUB's device-wide path, over a fused input.
+  auto big = sd::rand<T>(sd::shape(1 << 20), T(0), T(1));
+  auto bd = big.template to<sd::Cuda>();
+  close(sd::eval(sd::sum(bd * T(2))), sd::eval(sd::sum(big * T(2))), tol * 100);
+  same_bits(sd::eval(sd::max(sd::exp(bd))), sd::eval(sd::max(sd::exp(big))));
+  same_bits(sd::eval(sd::argmin(bd)), sd::eval(sd::argmin(big)));
+  // Integer sums widen to int64 and are exact.
+  auto ints = sd::eval(sd::cast<std::int32_t>(x * T(100)));
+  same_bits(sd::eval(sd::sum(ints.template to<sd::Cuda>(), 1)), sd::eval(sd::sum(ints, 1)));
+}
+
+TEST_CASE("reductions and rows in double", "[gpu][reduce][rows]") {
+  auto x = sd::randn<double>(sd::shape(129, 1031));
+  auto d = x.to<sd::Cuda>();
+  close(sd::eval(sd::sum(d, 1)), sd::eval(sd::sum(x, 1)), 1e-12);
+  same_bits(sd::eval(sd::argmax(d, 0)), sd::eval(sd::argmax(x, 0)));
+  close(sd::eval(sd::softmax(d, 1)), sd::eval(sd::softmax(x, 1)), 1e-12);
+}
+
+TEST_CASE("reductions broadcast along different dims: the run-time split", "[gpu][reduce]") {
+  auto x = sd::rand<float>(sd::shape(37, 53));
+  auto d = x.to<sd::Cuda>();
+  close(sd::eval(sd::sum(d, 0, sd::keepdim) + sd::sum(d, 1, sd::keepdim)),
+        sd::eval(sd::sum(x, 0, sd::keepdim) + sd::sum(x, 1, sd::keepdim)), 1e-5);
+}
+
+TEST_CASE("row kernels: device against host", "[gpu][rows]") {
+  using T = float;
+  double tol = 1e-5;
+  for (std::int64_t cols : {1, 7, 1024, 4099}) {
+    INFO("cols " << cols);
+    auto x = sd::randn<T>(sd::shape(65, cols));
+    auto g = sd::rand<T>(sd::shape(cols));
+    auto b = sd::rand<T>(sd::shape(cols));
+    auto d = x.template to<sd::Cuda>();
+    auto gd = g.template to<sd::Cuda>();
+    auto bd = b.template to<sd::Cuda>();
+    close(sd::eval(sd::softmax(d, 1)), sd::eval(sd::softmax(x, 1)), tol);
+    close(sd::eval(sd::log_softmax(d, 1)), sd::eval(sd::log_softmax(x, 1)), tol);
+    close(sd::eval(sd::layer_norm(d, gd, bd)), sd::eval(sd::layer_norm(x, g, b)), tol * 10);
+    close(sd::eval(sd::rms_norm(d, gd)), sd::eval(sd::rms_norm(x, g)), tol * 10);
+    close(sd::eval(sd::softmax(d, 0)), sd::eval(sd::softmax(x, 0)), tol);  // along columns
+  }
+}
