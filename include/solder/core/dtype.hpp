@@ -28,9 +28,7 @@ inline constexpr bool is_half_v<__half> = true;
 template <>
 inline constexpr bool is_half_v<__nv_bfloat16> = true;
 #endif
-}  // namespace detail
 
-namespace detail {
 // An element type named without the alias it was reached through. A node's value_type is an
 // alias member of a class whose template arguments include Extents values; nvcc's host stub
 // spells a class-type element (half) through that path, which g++ cannot parse back. The
