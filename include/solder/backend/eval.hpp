@@ -173,11 +173,11 @@ struct MapEval {
   }
 };
 
-// Each backend names its reduction evaluator here: a template type<Op, Child, D, F, NA> whose
-// first members are `child` and `fdom` and which has the members axes, out, count, id, src and
-// block that make_reduce_eval fills in. It reads its input type from Child (element_of), not
-// from the node: the host code nvcc generates would spell the node's member alias through the node type,
-// whose class-type template arguments (Extents) g++ cannot parse back.
+// Each backend names its reduction evaluator here: a template type<Op, Child, D, F, NA> whose first
+// members are `child` and `fdom` and which has the members axes, out, count, id, src and block that
+// make_reduce_eval fills in. It reads its input type from Child (element_of), not from the node:
+// the host code nvcc generates would spell the node's member alias through the node type, whose
+// class-type template arguments (Extents) g++ cannot parse back.
 template <class Ev>
 using element_of = std::remove_cvref_t<decltype(std::declval<Ev const&>().line(0))>;
 template <class Device>

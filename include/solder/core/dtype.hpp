@@ -29,10 +29,10 @@ template <>
 inline constexpr bool is_half_v<__nv_bfloat16> = true;
 #endif
 
-// An element type named without the alias it was reached through. A node's value_type is an
-// alias member of a class whose template arguments include Extents values; the host code nvcc generates
-// spells a class-type element (half) through that path, which g++ cannot parse back. The
-// tensors that kernels write are made with canonical_t<...>.
+// An element type named without the alias it was reached through. A node's value_type is an alias
+// member of a class whose template arguments include Extents values; the host code nvcc generates
+// spells a class-type element (half) through that path, which g++ cannot parse back. The tensors
+// that kernels write are made with canonical_t<...>.
 template <class T>
 struct canonical;
 template <> struct canonical<float> { using type = float; };
