@@ -41,6 +41,29 @@ bool contiguous_from(int from, Index<D> const& st, Index<D> const& dom) {
   return true;
 }
 
+// The reductions of one evaluator copy, in the order the kernel prepares them, so that a
+// reduction used twice finds the first use and reads its value (rule 4). Rebuilt for each copy.
+struct Links {
+  static constexpr int capacity = 16;
+  std::uint64_t id[capacity];
+  void const* type[capacity];
+  void* eval[capacity];
+  int n = 0;
+  void* find(std::uint64_t i, void const* t) const {
+    for (int k = 0; k < n; ++k)
+      if (id[k] == i && type[k] == t) return eval[k];
+    return nullptr;
+  }
+  void add(std::uint64_t i, void const* t, void* e) {
+    if (n < capacity) id[n] = i, type[n] = t, eval[n] = e, ++n;
+  }
+};
+template <class T>
+void const* type_key() {
+  static char const key = 0;
+  return &key;
+}
+
 // V consecutive values, aligned so that one load or store moves them all.
 template <class T, int V>
 struct alignas(sizeof(T) * V) Vec {
@@ -62,7 +85,7 @@ struct LeafEval {
   SOLDER_HD SOLDER_INLINE T at(Index<D> const& i) const { return base[dot<D>(i, st)]; }
   bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
   template <int V>
-  bool vec_aligned() const {  // after begin_line
+  SOLDER_HD SOLDER_INLINE bool vec_aligned() const {  // after begin_line
     return reinterpret_cast<std::uintptr_t>(lp) % sizeof(Vec<T, V>) == 0;
   }
   void set_split(bool) {}
@@ -97,7 +120,7 @@ struct ScalarEval {
   SOLDER_HD SOLDER_INLINE T at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }
   template <int V>
-  bool vec_aligned() const {
+  SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
     return true;
   }
   void set_split(bool) {}
@@ -160,9 +183,14 @@ struct MapEval {
   bool contiguous(int from_axis, Index<D> const& dom) const {
     return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
   }
+  SOLDER_HD_ANY_CALLEE
+  template <int V, std::size_t... I>
+  SOLDER_HD SOLDER_INLINE bool vec_aligned_of(std::index_sequence<I...>) const {
+    return (true && ... && std::get<I>(c).template vec_aligned<V>());
+  }
   template <int V>
-  bool vec_aligned() const {
-    return std::apply([&](auto const&... e) { return (true && ... && e.template vec_aligned<V>()); }, c);
+  SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
+    return vec_aligned_of<V>(Seq{});
   }
   void set_split(bool s) {
     std::apply([&](auto&... e) { (e.set_split(s), ...); }, c);

@@ -1,16 +1,28 @@
-// The CUDA reduction evaluator: a fused reduction is computed by a whole thread block for the
-// line it belongs to (every thread folds a strided share, then CUB's block reduction folds the
-// shares in a fixed tree), so one block computes softmax's max and sum, or layer norm's mean
-// and variance, and then writes the line. Leaves and element-wise nodes are the shared
-// evaluators of backend/eval.hpp, the same structs the host runs.
+// The CUDA reduction evaluator. A fused reduction is computed by the group of threads that works
+// on its line: a warp when there are many lines (softmax over the rows of a matrix), the whole
+// block when there are few long ones. Every thread folds a strided share, 16 bytes at a time
+// where the line is aligned, then CUB's warp or block reduction folds the shares in a fixed
+// tree. So one group computes softmax's max and sum, or layer norm's mean and variance, and then
+// writes the line. Leaves and element-wise nodes are the shared evaluators of backend/eval.hpp,
+// the same structs the host runs.
 #pragma once
 #include <cub/block/block_reduce.cuh>
+#include <cub/util_ptx.cuh>
+#include <cub/warp/warp_reduce.cuh>
+
+#include <cstring>
 
 #include "../eval.hpp"
 
 namespace solder::detail::cuda {
 
 inline constexpr int block_threads = 256;
+inline constexpr int warp_threads = 32;
+
+// Values per thread per step of a vector walk: 16 bytes, at most 4 values (the expression is
+// unrolled that many times: more costs registers and compile time, not speed).
+template <class T>
+inline constexpr int vec_width = sizeof(T) >= 4 ? static_cast<int>(16 / sizeof(T)) : 4;
 
 template <class Op>
 struct MergeOp {
@@ -20,13 +32,28 @@ struct MergeOp {
   }
 };
 
-// Called by every thread of the block with its share; every thread gets the block's total.
+// The group of `g` threads (a warp or the block) that works on one line, and this thread's
+// place in it.
+__device__ SOLDER_INLINE int group_rank(int g) { return static_cast<int>(threadIdx.x) & (g - 1); }
+__device__ SOLDER_INLINE int group_index(int g) { return static_cast<int>(threadIdx.x) / g; }
+__device__ SOLDER_INLINE void group_sync(int g) {
+  if (g == warp_threads) __syncwarp();
+  else __syncthreads();
+}
+
+// Called by every thread of the group with its share; every thread gets the group's total.
 template <class Op, class A>
-__device__ SOLDER_INLINE A block_fold(A share) {
-  using Reduce = cub::BlockReduce<A, block_threads>;
-  __shared__ typename Reduce::TempStorage scratch;
+__device__ SOLDER_INLINE A group_fold(A share, int g) {
+  if (g == warp_threads) {
+    using Warp = cub::WarpReduce<A>;
+    __shared__ typename Warp::TempStorage warp_scratch[block_threads / warp_threads];
+    A r = Warp(warp_scratch[group_index(warp_threads)]).Reduce(share, MergeOp<Op>{});
+    return cub::ShuffleIndex<warp_threads>(r, 0, 0xffffffffu);
+  }
+  using Block = cub::BlockReduce<A, block_threads>;
+  __shared__ typename Block::TempStorage scratch;
   __shared__ A total;
-  A r = Reduce(scratch).Reduce(share, MergeOp<Op>{});
+  A r = Block(scratch).Reduce(share, MergeOp<Op>{});
   if (threadIdx.x == 0) total = r;
   __syncthreads();
   r = total;
@@ -34,8 +61,26 @@ __device__ SOLDER_INLINE A block_fold(A share) {
   return r;
 }
 
-// Rule 4 (a reduction used twice is computed once) is the host's Links; here each use is
-// computed by its own fold, which re-reads the line from cache.
+// Rule 4 on the device: the first use of a reduction that the kernel uses twice publishes its
+// value, with the line it belongs to, in a slot of this table (one row per line group); a later
+// use for the same line reads it instead of folding again.
+struct Published {
+  unsigned char value[8];
+  std::int64_t line;
+};
+inline constexpr int reuse_slots = 8;
+__device__ SOLDER_INLINE Published* reuse_table(int g) {
+  __shared__ Published table[block_threads / warp_threads][reuse_slots];
+  return table[group_index(g)];
+}
+
+// What linking tells a kernel's reductions (host side, before the launch): the group size, and
+// which of them publish or reuse a value.
+struct GroupLinks : Links {
+  int group = block_threads;
+  int slots = 0;
+};
+
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval {
   using In = element_of<Child>;
@@ -43,6 +88,7 @@ struct ReduceEval {
   // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is
   // rounded only where a kernel stores it.
   using R = compute_t<typename Op::template result<In>>;
+  static_assert(sizeof(R) <= sizeof(Published::value));
   Child child;
   Index<F> fdom;             // the input's index space
   std::array<int, F> src{};  // the output axis feeding each input axis; -1 if reduced
@@ -54,14 +100,29 @@ struct ReduceEval {
   // f = take * p: the input's line start from the output index, as arithmetic on constant
   // indices (an index read from src[] would make the compiler keep the arrays in local memory).
   std::array<std::array<std::int64_t, D>, F> take{};
+  int group = block_threads;  // threads per line
+  int slot = -1;              // rule 4: where this reduction's value is published or read
+  bool publish = false, reuse = false;
   R value{};
 
   void derive() {
     for (int k = 0; k < F; ++k)
       for (int o = 0; o < D; ++o) take[k][o] = (src[k] == o && out[o] != 1) ? 1 : 0;
   }
+  void link(GroupLinks& l) {
+    group = l.group;
+    if (auto* first = static_cast<ReduceEval*>(l.find(id, type_key<ReduceEval>()))) {
+      if (first->slot < 0 && l.slots < reuse_slots) first->slot = l.slots++;
+      first->publish = first->slot >= 0;
+      slot = first->slot;
+      reuse = slot >= 0;
+    } else {
+      l.add(id, type_key<ReduceEval>(), this);
+    }
+    child.link(l);
+  }
 
-  // Every thread of the block calls this for the same line p (block_fold synchronizes).
+  // Every thread of the group calls this for the same line p (the folds synchronize it).
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
 #if defined(__CUDA_ARCH__)
     // Every index below is a compile-time constant once the loops unroll, so the evaluator
@@ -72,32 +133,75 @@ struct ReduceEval {
       SOLDER_UNROLL
       for (int o = 0; o < D; ++o) f[k] += take[k][o] * p[o];
     }
-    child.prepare(f);
-    A acc = Op::template identity<A>();
-    if (block) {
-      child.begin_line(f);
-      for (std::int64_t n = threadIdx.x; n < count; n += blockDim.x)
-        acc = Op::step(acc, child.line(n), n);
-    } else {
-      for (std::int64_t n = threadIdx.x; n < count; n += blockDim.x) {
-        Index<F> g = f;
-        std::int64_t r = n;
-        SOLDER_UNROLL
-        for (int k = F - 1; k >= 0; --k) {
-          if (src[k] >= 0) continue;  // not a reduced axis
-          g[k] = r % fdom[k];
-          r /= fdom[k];
-        }
-        acc = Op::step(acc, child.at(g), n);
+    std::int64_t line = 0;
+    SOLDER_UNROLL
+    for (int k = 0; k < F; ++k) line = line * fdom[k] + f[k];
+    if (reuse) {
+      group_sync(group);  // the first use's value is visible
+      Published const& e = reuse_table(group)[slot];
+      if (e.line == line) {  // the same for the whole group
+        std::memcpy(&value, e.value, sizeof(R));
+        return;
       }
     }
-    value = static_cast<R>(Op::finalize(block_fold<Op>(acc), count));
+    child.prepare(f);
+    value = static_cast<R>(Op::finalize(group_fold<Op>(fold_share(f), group), count));
+    if (publish) {
+      group_sync(group);  // every earlier reader of the slot is done with it
+      if (group_rank(group) == 0) {
+        Published& e = reuse_table(group)[slot];
+        std::memcpy(e.value, &value, sizeof(R));
+        e.line = line;
+      }
+    }
 #else
     static_cast<void>(p);
 #endif
   }
+  // This thread's share of the fold over the line that starts at f.
+  __device__ SOLDER_INLINE A fold_share(Index<F> f) {
+    int const rank = group_rank(group);
+    A acc = Op::template identity<A>();
+    if (block) {
+      child.begin_line(f);
+      constexpr int V = vec_width<In>;
+      std::int64_t done = 0;
+      if (child.template vec_aligned<V>()) {
+        done = count / V * V;
+        for (std::int64_t n = std::int64_t(rank) * V; n < done; n += std::int64_t(group) * V) {
+          auto v = child.template line_vec<V>(n);
+          SOLDER_UNROLL
+          for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
+        }
+      }
+      for (std::int64_t n = done + rank; n < count; n += group) acc = Op::step(acc, child.line(n), n);
+      return acc;
+    }
+    for (std::int64_t n = rank; n < count; n += group) {
+      Index<F> g = f;
+      std::int64_t r = n;
+      SOLDER_UNROLL
+      for (int k = F - 1; k >= 0; --k) {
+        if (src[k] >= 0) continue;  // not a reduced axis
+        g[k] = r % fdom[k];
+        r /= fdom[k];
+      }
+      acc = Op::step(acc, child.at(g), n);
+    }
+    return acc;
+  }
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const&) {}
   SOLDER_HD SOLDER_INLINE R line(std::int64_t) const { return value; }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE Vec<R, V> line_vec(std::int64_t) const {
+    Vec<R, V> r;
+    for (int k = 0; k < V; ++k) r.v[k] = value;
+    return r;
+  }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
+    return true;
+  }
   SOLDER_HD SOLDER_INLINE R at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }  // constant along its lines
 };

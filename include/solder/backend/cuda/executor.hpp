@@ -4,8 +4,10 @@
 //                       stores (16 bytes of 4- and 8-byte types, 4 values of smaller ones) when
 //                       every input and the output are contiguous and aligned,
 //                       scalar contiguous loads otherwise, or the general strided/broadcast walk;
-//   lines_kernel        fused reductions: one thread block per line (softmax's row, a reduction's
-//                       output), the block computes the line's reductions, then writes the line;
+//   lines_kernel        fused reductions: one group of threads per line (softmax's row, a
+//                       reduction's output), a warp when there are many lines, else the block;
+//                       the group computes the line's reductions, then writes the line, with
+//                       vector loads and stores where the line is aligned;
 //   a full reduction of a large input with nothing fused inside it goes to CUB's device-wide
 //   reduce over the fused input expression;
 //   fill_kernel         the factories (rand, randn, full): element i is f(i).
@@ -33,31 +35,20 @@ SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, In
 
 enum class Walk : int { vector, contiguous, strided };
 
-// Values per thread per step of the vector walk: 16 bytes of the output, at most 4 values (the
-// expression is unrolled that many times: more costs registers and compile time, not speed).
-template <class T>
-inline constexpr int vec_width = sizeof(T) >= 4 ? static_cast<int>(16 / sizeof(T)) : 4;
-
-template <class OutT, int D, class Ev>
-__global__ void __launch_bounds__(block_threads)
-    elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
+// Writes the run out[0, n) of a contiguous line, this thread taking every step-th value from
+// `first`: vec_width values at a time when `vec` (every input and `out` aligned), then the
+// rest one by one.
+template <class OutT, class Ev>
+__device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, std::int64_t n, std::int64_t first,
+                                        std::int64_t step, bool vec) {
   constexpr int V = vec_width<OutT>;
-  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
-  std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (walk == Walk::strided) {
-    for (std::int64_t i = first; i < n; i += step) {
-      Index<D> idx;
-      unravel_all<D>(i, dom, idx);
-      out[dot<D>(idx, ost)] = static_cast<OutT>(ev.at(idx));
-    }
-    return;
-  }
   std::int64_t done = 0;
-  if (walk == Walk::vector) {
+  if (vec) {
     std::int64_t const nv = n / V;
     for (std::int64_t i = first; i < nv; i += step) {
       auto v = ev.template line_vec<V>(i * V);
       Vec<OutT, V> o;
+      SOLDER_UNROLL
       for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
       *reinterpret_cast<Vec<OutT, V>*>(out + i * V) = o;
     }
@@ -66,13 +57,38 @@ __global__ void __launch_bounds__(block_threads)
   for (std::int64_t j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
 }
 
-// (At least one block per SM, said explicitly: without it ptxas for sm_90 caps layer norm's
-// kernel at 40 registers and spills.)
+template <class OutT, int V>
+SOLDER_HD SOLDER_INLINE bool aligned_for(OutT const* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % sizeof(Vec<OutT, V>) == 0;
+}
+
+template <class OutT, int D, class Ev>
+__global__ void __launch_bounds__(block_threads)
+    elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
+  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (walk != Walk::strided) {
+    write_run(ev, out, n, first, step, walk == Walk::vector);
+    return;
+  }
+  for (std::int64_t i = first; i < n; i += step) {
+    Index<D> idx;
+    unravel_all<D>(i, dom, idx);
+    out[dot<D>(idx, ost)] = static_cast<OutT>(ev.at(idx));
+  }
+}
+
+// One group of `group` threads per line (group_fold in evaluators.hpp): the group computes the
+// line's reductions, then writes the line. (At least one block per SM, said explicitly: without
+// it ptxas for sm_90 caps layer norm's kernel at 40 registers and spills.)
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads, 1)
     lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
-                 std::int64_t len, std::int64_t outer, bool contiguous) {
-  for (std::int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+                 std::int64_t len, std::int64_t outer, bool contiguous, int group) {
+  constexpr int V = vec_width<OutT>;
+  int const per_block = block_threads / group, rank = group_rank(group);
+  for (std::int64_t o = std::int64_t(blockIdx.x) * per_block + group_index(group); o < outer;
+       o += std::int64_t(gridDim.x) * per_block) {
     Index<D> idx{};
     std::int64_t r = o;
     SOLDER_UNROLL
@@ -81,13 +97,13 @@ __global__ void __launch_bounds__(block_threads, 1)
       idx[a] = r % dom[a];
       r /= dom[a];
     }
-    ev.prepare(idx);  // the whole block: its reductions for this line
+    ev.prepare(idx);  // the whole group: its reductions for this line
     if (contiguous) {
       ev.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) op[j] = static_cast<OutT>(ev.line(j));
+      write_run(ev, op, len, rank, group, aligned_for<OutT, V>(op) && ev.template vec_aligned<V>());
     } else {
-      for (std::int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      for (std::int64_t j = rank; j < len; j += group) {
         Index<D> k = idx;
         std::int64_t q = j;
         SOLDER_UNROLL
@@ -145,10 +161,18 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     while (first > 0 && inner[first - 1]) --first;
     bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
     bool contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
+    // A warp per line when there are lines enough to give every warp of the GPU some,
+    // else a block per line.
     DeviceInfo const& d = device_info();
-    std::int64_t blocks = std::min<std::int64_t>(outer, std::int64_t(d.sm_count) * 16);
+    std::int64_t warps = std::int64_t(d.sm_count) * d.max_threads_per_sm / warp_threads;
+    GroupLinks links;
+    links.group = outer >= warps / 4 ? warp_threads : block_threads;
+    ev.link(links);
+    std::int64_t per_block = block_threads / links.group;
+    std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
+                                                 std::int64_t(d.sm_count) * 16);
     lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
-        ev, out.data(), out.strides(), dom, inner, len, outer, contiguous);
+        ev, out.data(), out.strides(), dom, inner, len, outer, contiguous, links.group);
   }
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }

@@ -1,6 +1,6 @@
-// The host's reduction evaluator (OpenMP, lane-blocked, deterministic) and the links that let
-// a reduction used twice in one kernel be computed once (rule 4). Leaves and element-wise
-// nodes use the shared evaluators of backend/eval.hpp.
+// The host's reduction evaluator (OpenMP, lane-blocked, deterministic). A reduction used twice in
+// one kernel is computed once (rule 4): a later use links to the first (Links, backend/eval.hpp)
+// and reads its value. Leaves and element-wise nodes use the shared evaluators of eval.hpp.
 #pragma once
 #include <memory>
 #include <vector>
@@ -9,29 +9,6 @@
 #include "../eval.hpp"
 
 namespace solder::detail::host {
-
-// The reductions of one evaluator copy, so a reduction used twice reads the first one's
-// value instead of computing it again (rule 4). Rebuilt for each per-thread copy.
-struct Links {
-  static constexpr int capacity = 16;
-  std::uint64_t id[capacity];
-  void const* type[capacity];
-  void const* eval[capacity];
-  int n = 0;
-  void const* find(std::uint64_t i, void const* t) const {
-    for (int k = 0; k < n; ++k)
-      if (id[k] == i && type[k] == t) return eval[k];
-    return nullptr;
-  }
-  void add(std::uint64_t i, void const* t, void const* e) {
-    if (n < capacity) id[n] = i, type[n] = t, eval[n] = e, ++n;
-  }
-};
-template <class T>
-void const* type_key() {
-  static char const key = 0;
-  return &key;
-}
 
 // Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
 // compiler keeps in vector registers, folded in a fixed order every block, so the result is
