@@ -1,6 +1,6 @@
 // Reductions and row kernels on sd::Cuda tensors against the host's results: each dim,
 // keepdim, full reductions (CUB's device-wide path), integer sums, the run-time split, rows of
-// 1 to 4099 columns.
+// 1 to 4099 columns, few rows (a block per row) and many (a warp per row).
 // Needs a GPU: without one its main (gpu_main.cpp) prints "skipped: no CUDA device: ..." and
 // exits 77, which ctest reports as skipped.
 #include "compare.hpp"
@@ -52,12 +52,17 @@ TEST_CASE("reductions broadcast along different dims: the run-time split", "[gpu
         sd::eval(sd::sum(x, 0, sd::keepdim) + sd::sum(x, 1, sd::keepdim)), 1e-5);
 }
 
+// A few rows take a block each, thousands a warp each (lines_kernel); 1031 columns are not
+// aligned for vector loads, 1024 are.
 TEST_CASE("row kernels: device against host", "[gpu][rows]") {
   using T = float;
   double tol = 1e-5;
-  for (std::int64_t cols : {1, 7, 1024, 4099}) {
-    INFO("cols " << cols);
-    auto x = sd::randn<T>(sd::shape(65, cols));
+  std::pair<std::int64_t, std::int64_t> const shapes[] = {{65, 1},    {65, 7},      {65, 1024},
+                                                          {65, 4099}, {6000, 7},    {6000, 1024},
+                                                          {6000, 1031}};
+  for (auto [rows, cols] : shapes) {
+    INFO("rows " << rows << ", cols " << cols);
+    auto x = sd::randn<T>(sd::shape(rows, cols));
     auto g = sd::rand<T>(sd::shape(cols));
     auto b = sd::rand<T>(sd::shape(cols));
     auto d = x.template to<sd::Cuda>();
@@ -68,5 +73,7 @@ TEST_CASE("row kernels: device against host", "[gpu][rows]") {
     close(sd::eval(sd::layer_norm(d, gd, bd)), sd::eval(sd::layer_norm(x, g, b)), tol * 10);
     close(sd::eval(sd::rms_norm(d, gd)), sd::eval(sd::rms_norm(x, g)), tol * 10);
     close(sd::eval(sd::softmax(d, 0)), sd::eval(sd::softmax(x, 0)), tol);  // along columns
+    close(sd::eval(sd::var(d, 1)), sd::eval(sd::var(x, 1)), tol * 10);
+    same_bits(sd::eval(sd::argmax(d, 1)), sd::eval(sd::argmax(x, 1)));
   }
 }

@@ -32,10 +32,12 @@ struct MergeOp {
   }
 };
 
-// The group of `g` threads (a warp or the block) that works on one line, and this thread's
-// place in it.
+// The group of `g` threads (a warp or the block, a power of two) that works on one line, and
+// this thread's place in it (a shift, not a division: g is only known at run time).
 __device__ SOLDER_INLINE int group_rank(int g) { return static_cast<int>(threadIdx.x) & (g - 1); }
-__device__ SOLDER_INLINE int group_index(int g) { return static_cast<int>(threadIdx.x) / g; }
+__device__ SOLDER_INLINE int group_index(int g) {
+  return static_cast<int>(threadIdx.x) >> __popc(static_cast<unsigned>(g - 1));
+}
 __device__ SOLDER_INLINE void group_sync(int g) {
   if (g == warp_threads) __syncwarp();
   else __syncthreads();
@@ -97,9 +99,10 @@ struct ReduceEval {
   std::int64_t count = 1;
   bool block = false;        // reduced axes are trailing and contiguous: one run
   std::uint64_t id = 0;
-  // f = take * p: the input's line start from the output index, as arithmetic on constant
-  // indices (an index read from src[] would make the compiler keep the arrays in local memory).
-  std::array<std::array<std::int64_t, D>, F> take{};
+  // take[k][o]: input axis k starts at output index o. The line start f is computed from
+  // these with constant indices (an index read from src[] would make the compiler keep the
+  // arrays in local memory).
+  std::array<std::array<bool, D>, F> take{};
   int group = block_threads;  // threads per line
   int slot = -1;              // rule 4: where this reduction's value is published or read
   bool publish = false, reuse = false;
@@ -107,7 +110,7 @@ struct ReduceEval {
 
   void derive() {
     for (int k = 0; k < F; ++k)
-      for (int o = 0; o < D; ++o) take[k][o] = (src[k] == o && out[o] != 1) ? 1 : 0;
+      for (int o = 0; o < D; ++o) take[k][o] = src[k] == o && out[o] != 1;
   }
   void link(GroupLinks& l) {
     group = l.group;
@@ -131,11 +134,14 @@ struct ReduceEval {
     SOLDER_UNROLL
     for (int k = 0; k < F; ++k) {
       SOLDER_UNROLL
-      for (int o = 0; o < D; ++o) f[k] += take[k][o] * p[o];
+      for (int o = 0; o < D; ++o)
+        if (take[k][o]) f[k] += p[o];
     }
-    std::int64_t line = 0;
-    SOLDER_UNROLL
-    for (int k = 0; k < F; ++k) line = line * fdom[k] + f[k];
+    std::int64_t line = 0;  // which line f starts, for rule 4
+    if (reuse || publish) {
+      SOLDER_UNROLL
+      for (int k = 0; k < F; ++k) line = line * fdom[k] + f[k];
+    }
     if (reuse) {
       group_sync(group);  // the first use's value is visible
       Published const& e = reuse_table(group)[slot];

@@ -84,9 +84,10 @@ __global__ void __launch_bounds__(block_threads)
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads, 1)
     lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
-                 std::int64_t len, std::int64_t outer, bool contiguous, int group) {
+                 int outermost, std::int64_t len, std::int64_t outer, bool contiguous, int group) {
   constexpr int V = vec_width<OutT>;
-  int const per_block = block_threads / group, rank = group_rank(group);
+  int const per_block = block_threads >> __popc(static_cast<unsigned>(group - 1));
+  int const rank = group_rank(group);
   for (std::int64_t o = std::int64_t(blockIdx.x) * per_block + group_index(group); o < outer;
        o += std::int64_t(gridDim.x) * per_block) {
     Index<D> idx{};
@@ -94,8 +95,12 @@ __global__ void __launch_bounds__(block_threads, 1)
     SOLDER_UNROLL
     for (int a = D - 1; a >= 0; --a) {
       if (inner[a]) continue;
-      idx[a] = r % dom[a];
-      r /= dom[a];
+      if (a == outermost) {  // what is left of o: no division
+        idx[a] = r;
+      } else {
+        idx[a] = r % dom[a];
+        r /= dom[a];
+      }
     }
     ev.prepare(idx);  // the whole group: its reductions for this line
     if (contiguous) {
@@ -157,8 +162,9 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     std::array<bool, D> inner = lines.axis;
     std::int64_t len = 1, outer = 1;
     for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
-    int first = D;
+    int first = D, outermost = 0;
     while (first > 0 && inner[first - 1]) --first;
+    while (outermost < D - 1 && inner[outermost]) ++outermost;
     bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
     bool contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
     // A warp per line when there are lines enough to give every warp of the GPU some,
@@ -172,7 +178,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
                                                  std::int64_t(d.sm_count) * 16);
     lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
-        ev, out.data(), out.strides(), dom, inner, len, outer, contiguous, links.group);
+        ev, out.data(), out.strides(), dom, inner, outermost, len, outer, contiguous, links.group);
   }
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
