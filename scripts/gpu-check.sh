@@ -3,7 +3,9 @@
 # builds the CUDA targets in build-cuda/ (Release, sm_80 + sm_90 unless SOLDER_CUDA_ARCHS says
 # otherwise, e.g. SOLDER_CUDA_ARCHS=native), runs the CUDA tests (labels gpu and cuda), the chain
 # example and the GPU benchmarks, and ends with a short table.
-#   SOLDER_JOBS=<n>   parallel build jobs (default: nproc)
+#   SOLDER_JOBS=<n>        parallel build jobs (default: nproc)
+#   SOLDER_NO_INSTALL=1    do not install dependencies (an offline machine that has them, or
+#                          finds them through CMAKE_PREFIX_PATH)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${SOLDER_JOBS:-$(nproc)}"
@@ -13,7 +15,9 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 log=build-cuda/gpu-check.log
 
-scripts/install-deps.sh || echo "gpu-check.sh: warning: installing dependencies failed; trying with what is there"
+if [ "${SOLDER_NO_INSTALL:-0}" != 1 ]; then
+  scripts/install-deps.sh || echo "gpu-check.sh: warning: installing dependencies failed; trying with what is there"
+fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOLDER_ENABLE_CUDA=ON \
