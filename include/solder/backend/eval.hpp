@@ -69,6 +69,11 @@ template <class T, int V>
 struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
+// Whether p can be read or written as Vecs of V values.
+template <class T, int V>
+SOLDER_HD SOLDER_INLINE bool aligned_for(T const* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % sizeof(Vec<T, V>) == 0;
+}
 
 template <class T, int D>
 struct LeafEval {
@@ -86,7 +91,7 @@ struct LeafEval {
   bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
   template <int V>
   SOLDER_HD SOLDER_INLINE bool vec_aligned() const {  // after begin_line
-    return reinterpret_cast<std::uintptr_t>(lp) % sizeof(Vec<T, V>) == 0;
+    return aligned_for<T, V>(lp);
   }
   void set_split(bool) {}
   template <class L>

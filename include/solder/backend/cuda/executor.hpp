@@ -57,11 +57,6 @@ __device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, std::int64_t n,
   for (std::int64_t j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
 }
 
-template <class OutT, int V>
-SOLDER_HD SOLDER_INLINE bool aligned_for(OutT const* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % sizeof(Vec<OutT, V>) == 0;
-}
-
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads)
     elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
@@ -153,8 +148,8 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     if (ev.contiguous(0, dom) && contiguous_from<D>(0, out.strides(), dom)) {
       ev.begin_line(Index<D>{});
       constexpr int V = vec_width<OutT>;
-      bool aligned = reinterpret_cast<std::uintptr_t>(out.data()) % sizeof(Vec<OutT, V>) == 0;
-      walk = aligned && ev.template vec_aligned<V>() ? Walk::vector : Walk::contiguous;
+      bool vec = aligned_for<OutT, V>(out.data()) && ev.template vec_aligned<V>();
+      walk = vec ? Walk::vector : Walk::contiguous;
     }
     elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(ev, out.data(), out.strides(),
                                                                      dom, n, walk);
@@ -167,8 +162,8 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     while (outermost < D - 1 && inner[outermost]) ++outermost;
     bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
     bool contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
-    // A warp per line when there are lines enough to give every warp of the GPU some,
-    // else a block per line.
+    // A warp per line when there are at least a quarter as many lines as the GPU holds warps;
+    // fewer lines would leave most warps idle, so each gets a block.
     DeviceInfo const& d = device_info();
     std::int64_t warps = std::int64_t(d.sm_count) * d.max_threads_per_sm / warp_threads;
     GroupLinks links;
