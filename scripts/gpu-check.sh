@@ -6,6 +6,8 @@
 #   SOLDER_JOBS=<n>        parallel build jobs (default: nproc)
 #   SOLDER_NO_INSTALL=1    do not install dependencies (an offline machine that has them, or
 #                          finds them through CMAKE_PREFIX_PATH)
+#   SOLDER_GPU_SANITIZE=1  also run the gpu tests under compute-sanitizer (memcheck, racecheck,
+#                          synccheck): several minutes more
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${SOLDER_JOBS:-$(nproc)}"
@@ -29,6 +31,17 @@ cmake --build build-cuda -j "$jobs" --target $targets || { echo "gpu-check.sh: F
 mkdir -p build-cuda && : > "$log"
 ctest --test-dir build-cuda -L '^(gpu|cuda)$' --output-on-failure -j 1 2>&1 | tee -a "$log"
 tests_rc=${PIPESTATUS[0]}
+if [ "${SOLDER_GPU_SANITIZE:-0}" = 1 ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck synccheck; do
+    for t in build-cuda/tests/cuda/test_cuda_{elementwise,reduce,tensor}; do
+      "$sanitizer" --tool "$tool" --error-exitcode 9 "$t" 2>&1 | tail -n 2 | tee -a "$log"
+      rc=${PIPESTATUS[0]}
+      echo "sanitizer $tool $(basename "$t"): $([ "$rc" -eq 0 ] && echo clean || echo "FAILED ($rc)")" | tee -a "$log"
+      [ "$rc" -eq 0 ] || tests_rc=1
+    done
+  done
+fi
 build-cuda/examples/cuda_chain 2>&1 | tee -a "$log"
 build-cuda/bench/bench_cuda 2>&1 | tee -a "$log"
 
@@ -36,6 +49,6 @@ echo
 echo "=== gpu-check summary ==="
 grep -E 'tests passed|tests failed' "$log" | tail -n 1
 grep -E '^(chain on|rows \[)' "$log"
-grep -E '^(ratio|fraction|check) ' "$log"
+grep -E '^(ratio|fraction|check|sanitizer) ' "$log"
 [ "$tests_rc" -eq 0 ] && echo "gpu-check.sh: OK" || echo "gpu-check.sh: FAILED (tests)"
 exit "$tests_rc"
