@@ -206,11 +206,23 @@ struct MapEval {
   }
 };
 
-// Each backend names its reduction evaluator here: a template type<Op, Child, D, F, NA> whose first
-// members are `child` and `fdom` and which has the members axes, out, count, id, src and block that
-// make_reduce_eval fills in. It reads its input type from Child (element_of), not from the node:
-// the host code nvcc generates would spell the node's member alias through the node type, whose
-// class-type template arguments (Extents) g++ cannot parse back.
+// What every backend's reduction evaluator knows of its node, filled in by make_reduce_eval.
+template <class Child, int D, int F, int NA>
+struct ReduceSetup {
+  Child child;
+  Index<F> fdom;             // the input's index space
+  std::array<int, F> src{};  // the output axis feeding each input axis; -1 if reduced
+  std::array<int, NA> axes{};
+  Index<D> out{};            // the output's shape: axes of extent 1 read index 0
+  std::int64_t count = 1;
+  bool block = false;        // reduced axes are trailing and contiguous: one run
+  std::uint64_t id = 0;      // the node: a reduction used twice has one id (rule 4)
+};
+
+// Each backend names its reduction evaluator here: a template type<Op, Child, D, F, NA> derived
+// from ReduceSetup<Child, D, F, NA>. It reads its input type from Child (element_of), not from
+// the node: the host code nvcc generates would spell the node's member alias through the node
+// type, whose class-type template arguments (Extents) g++ cannot parse back.
 template <class Ev>
 using element_of = std::remove_cvref_t<decltype(std::declval<Ev const&>().line(0))>;
 template <class Device>
@@ -232,7 +244,7 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   auto ce = make_eval<F, true, Split>(n.child, fdom, temps);
   using Ev = typename reduce_eval_for<typename N::device_type>::template type<
       typename N::op_type, decltype(ce), D, F, N::naxes>;
-  Ev ev{ce, fdom};
+  Ev ev{{ce, fdom}};
   ev.axes = n.axes;
   ev.out = n.shape();
   ev.count = n.count;

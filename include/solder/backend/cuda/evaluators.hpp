@@ -84,21 +84,16 @@ struct GroupLinks : Links {
 };
 
 template <class Op, class Child, int D, int F, int NA>
-struct ReduceEval {
+struct ReduceEval : ReduceSetup<Child, D, F, NA> {
+  using Setup = ReduceSetup<Child, D, F, NA>;
+  using Setup::child, Setup::fdom, Setup::src, Setup::axes, Setup::out, Setup::count,
+      Setup::block, Setup::id;
   using In = element_of<Child>;
   using A = typename Op::template acc<In>;
   // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is
   // rounded only where a kernel stores it.
   using R = compute_t<typename Op::template result<In>>;
   static_assert(sizeof(R) <= sizeof(Published::value));
-  Child child;
-  Index<F> fdom;             // the input's index space
-  std::array<int, F> src{};  // the output axis feeding each input axis; -1 if reduced
-  std::array<int, NA> axes{};
-  Index<D> out{};            // the output's shape: axes of extent 1 read index 0
-  std::int64_t count = 1;
-  bool block = false;        // reduced axes are trailing and contiguous: one run
-  std::uint64_t id = 0;
   // take[k][o]: input axis k starts at output index o. The line start f is computed from
   // these with constant indices (an index read from src[] would make the compiler keep the
   // arrays in local memory).
