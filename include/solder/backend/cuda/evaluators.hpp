@@ -86,8 +86,7 @@ struct GroupLinks : Links {
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   using Setup = ReduceSetup<Child, D, F, NA>;
-  using Setup::child, Setup::fdom, Setup::src, Setup::axes, Setup::out, Setup::count,
-      Setup::block, Setup::id;
+  using Setup::child, Setup::fdom, Setup::src, Setup::out, Setup::count, Setup::block, Setup::id;
   using In = element_of<Child>;
   using A = typename Op::template acc<In>;
   // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is
