@@ -8,10 +8,12 @@
 //   prepare(i)       compute the fused reductions for the line that starts at index i
 //   begin_line(i)    point the inputs at that line (contiguous lines only)
 //   line(j)          the value at element j of the line: a plain load per input, vectorizable
+//   line<true>(j)    the same, with shared inputs read back from their records (RecallEval)
 //   line_vec<V>(j)   values j .. j+V-1 of the line as one Vec (CUDA's vector loads)
 //   at(i)            the value at any index: the general strided/broadcast path
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -82,13 +84,17 @@ struct LeafEval {
   T const* lp = nullptr;
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const&) {}
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) { lp = base + dot<D>(i, st); }
-  SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const { return lp[j]; }
+  template <bool Recall = false>
+  SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const {
+    return lp[j];
+  }
   template <int V>
   SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t j) const {
     return *reinterpret_cast<Vec<T, V> const*>(lp + j);
   }
   SOLDER_HD SOLDER_INLINE T at(Index<D> const& i) const { return base[dot<D>(i, st)]; }
   bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
+  bool same(LeafEval const& o) const { return base == o.base && st == o.st; }
   template <int V>
   SOLDER_HD SOLDER_INLINE bool vec_aligned() const {  // after begin_line
     return aligned_for<T, V>(lp);
@@ -115,7 +121,10 @@ struct ScalarEval {
   T value;
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const&) {}
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const&) {}
-  SOLDER_HD SOLDER_INLINE T line(std::int64_t) const { return value; }
+  template <bool Recall = false>
+  SOLDER_HD SOLDER_INLINE T line(std::int64_t) const {
+    return value;
+  }
   template <int V>
   SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t) const {
     Vec<T, V> r;
@@ -124,6 +133,7 @@ struct ScalarEval {
   }
   SOLDER_HD SOLDER_INLINE T at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }
+  bool same(ScalarEval const& o) const { return std::memcmp(&value, &o.value, sizeof(T)) == 0; }
   template <int V>
   SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
     return true;
@@ -158,9 +168,9 @@ struct MapEval {
     (std::get<I>(c).begin_line(i), ...);
   }
   SOLDER_HD_ANY_CALLEE
-  template <std::size_t... I>
+  template <bool Recall, std::size_t... I>
   SOLDER_HD SOLDER_INLINE auto line_of(std::int64_t j, std::index_sequence<I...>) const {
-    return op(arg<I>(std::get<I>(c).line(j))...);
+    return op(arg<I>(std::get<I>(c).template line<Recall>(j))...);
   }
   SOLDER_HD_ANY_CALLEE
   template <std::size_t... I>
@@ -179,7 +189,10 @@ struct MapEval {
   }
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& i) { prepare_all(i, Seq{}); }
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) { begin_all(i, Seq{}); }
-  SOLDER_HD SOLDER_INLINE auto line(std::int64_t j) const { return line_of(j, Seq{}); }
+  template <bool Recall = false>
+  SOLDER_HD SOLDER_INLINE auto line(std::int64_t j) const {
+    return line_of<Recall>(j, Seq{});
+  }
   template <int V>
   SOLDER_HD SOLDER_INLINE auto line_vec(std::int64_t j) const {
     return line_vec_of<V>(j, Seq{});
@@ -187,6 +200,15 @@ struct MapEval {
   SOLDER_HD SOLDER_INLINE auto at(Index<D> const& i) const { return at_of(i, Seq{}); }
   bool contiguous(int from_axis, Index<D> const& dom) const {
     return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
+  }
+  // Whether o computes the same values: the same op (with the same parameters) on the same inputs.
+  bool same(MapEval const& o) const {
+    bool same_op = std::is_empty_v<Op> || std::memcmp(&op, &o.op, sizeof(Op)) == 0;
+    return same_op && same_children(o, Seq{});
+  }
+  template <std::size_t... I>
+  bool same_children(MapEval const& o, std::index_sequence<I...>) const {
+    return (true && ... && std::get<I>(c).same(std::get<I>(o.c)));
   }
   SOLDER_HD_ANY_CALLEE
   template <int V, std::size_t... I>
@@ -228,20 +250,61 @@ using element_of = std::remove_cvref_t<decltype(std::declval<Ev const&>().line(0
 template <class Device>
 struct reduce_eval_for;
 
-template <int D, bool InReduce, bool Split, class N>
+template <int D, bool InReduce, bool Split, class Root = void, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
+
+// Element-wise values that a kernel would compute twice: a map node that a fused reduction on
+// the output path folds and that the output path also uses outside any reduction (softmax's
+// exp(x - max), in the sum and in the quotient). The host computes them once per line: the
+// reduction records its input (RecordEval) and the other use reads it back (RecallEval), when
+// run-time checks find both on the same line (host/evaluators.hpp). Root is the kernel's root;
+// void (the CUDA backend) turns this off.
+template <class N, int D, class Root>
+constexpr bool folded_on_path() {
+  if constexpr (std::is_void_v<Root> || is_break<Root, D, false>()) return false;
+  else if constexpr (is_reduce<Root>::value) return std::is_same_v<decltype(Root::child), N>;
+  else if constexpr (is_map<Root>::value)
+    return []<class... C>(std::tuple<C...> const*) {
+      return (false || ... || folded_on_path<N, D, C>());
+    }(static_cast<decltype(Root::children) const*>(nullptr));
+  else return false;
+}
+template <class N, int D, class Root>
+constexpr bool used_on_path() {  // outside reductions
+  if constexpr (std::is_same_v<Root, N>) return true;
+  else if constexpr (is_map<Root>::value)
+    return []<class... C>(std::tuple<C...> const*) {
+      return (false || ... || used_on_path<N, D, C>());
+    }(static_cast<decltype(Root::children) const*>(nullptr));
+  else return false;
+}
+template <class N, int D, class Root>
+constexpr bool shared_input() {
+  if constexpr (is_map<N>::value) return folded_on_path<N, D, Root>() && used_on_path<N, D, Root>();
+  else return false;
+}
+namespace host {
+template <class Ev>
+struct RecordEval;
+template <class Ev>
+struct RecallEval;
+}  // namespace host
 
 // Evaluates a node into a new tensor on its device (a break; backend/assign.hpp).
 template <class N>
 auto materialize(N const& n);
 
 // A reduction fused into the kernel: its input is evaluated in the input's own index space.
-template <int D, bool Split, class N>
+template <int D, bool Split, class Root = void, bool InReduce = false, class N>
 auto make_reduce_eval(N const& n, Temps& temps) {
   using C = decltype(n.child);
   constexpr int F = C::rank;
   Index<F> const& fdom = n.child.shape();
-  auto ce = make_eval<F, true, Split>(n.child, fdom, temps);
+  auto ce = [&] {
+    auto e = make_eval<F, true, Split, Root>(n.child, fdom, temps);
+    if constexpr (!InReduce && shared_input<C, D, Root>()) return host::RecordEval<decltype(e)>{e, {}, nullptr};
+    else return e;
+  }();
   using Ev = typename reduce_eval_for<typename N::device_type>::template type<
       typename N::op_type, decltype(ce), D, F, N::naxes>;
   Ev ev{{ce, fdom}};
@@ -261,8 +324,8 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   return ev;
 }
 
-template <int D, bool InReduce, bool Split, class N>
-auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
+template <int D, bool InReduce, bool Split, class Root, class N>
+auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
   if constexpr (is_break<N, D, InReduce, Split>()) {
     auto t = materialize(n);
     temps.push_back(t.storage());
@@ -276,14 +339,21 @@ auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
         [&](auto const&... ch) {
           using Op = std::remove_cvref_t<decltype(n.op)>;
           return MapEval<Op, typename N::compute_type, D,
-                         decltype(make_eval<D, InReduce, Split>(ch, dom, temps))...>{
-              n.op, {make_eval<D, InReduce, Split>(ch, dom, temps)...}};
+                         decltype(make_eval<D, InReduce, Split, Root>(ch, dom, temps))...>{
+              n.op, {make_eval<D, InReduce, Split, Root>(ch, dom, temps)...}};
         },
         n.children);
   } else {
     static_assert(is_reduce<N>::value, "solder: evaluators: unknown node type");
-    return make_reduce_eval<D, Split>(n, temps);
+    return make_reduce_eval<D, Split, Root, InReduce>(n, temps);
   }
+}
+
+template <int D, bool InReduce, bool Split, class Root, class N>
+auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
+  auto e = make_node_eval<D, InReduce, Split, Root>(n, dom, temps);
+  if constexpr (!InReduce && shared_input<N, D, Root>()) return host::RecallEval<decltype(e)>{e, nullptr};
+  else return e;
 }
 
 }  // namespace solder::detail

@@ -191,7 +191,10 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     return acc;
   }
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const&) {}
-  SOLDER_HD SOLDER_INLINE R line(std::int64_t) const { return value; }
+  template <bool Recall = false>
+  SOLDER_HD SOLDER_INLINE R line(std::int64_t) const {
+    return value;
+  }
   template <int V>
   SOLDER_HD SOLDER_INLINE Vec<R, V> line_vec(std::int64_t) const {
     Vec<R, V> r;

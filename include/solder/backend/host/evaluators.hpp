@@ -2,6 +2,7 @@
 // one kernel is computed once (rule 4): a later use links to the first (Links, backend/eval.hpp)
 // and reads its value. Leaves and element-wise nodes use the shared evaluators of eval.hpp.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -9,6 +10,128 @@
 #include "../eval.hpp"
 
 namespace solder::detail::host {
+
+// Links of one host evaluator copy, plus what shared inputs need (eval.hpp: RecordEval and
+// RecallEval): the line the copy writes, the reductions that record their input on it, and the
+// uses that read those records back. resolve() pairs them once everything is linked.
+struct LineLinks : Links {
+  std::int64_t line_len = -1;         // the length of the contiguous lines written; -1: none
+  std::int64_t const* dom = nullptr;  // the kernel's index space (with line_len)
+  int rank = 0;
+  struct Source {
+    void const* type;
+    void* eval;
+  };
+  struct User {
+    void const* type;
+    void* eval;
+    bool (*attach)(void* user, void* source, std::int64_t len);
+  };
+  Source source[capacity];
+  User user[capacity];
+  int nsource = 0, nuser = 0;
+  bool overflow = false;  // a use that did not fit: it computes its values, so no line<true>
+  void add_source(void const* t, void* e) {
+    if (nsource < capacity) source[nsource++] = {t, e};
+  }
+  void add_user(User u) {
+    if (nuser < capacity) user[nuser++] = u;
+    else overflow = true;
+  }
+  // Whether every use found its record: only then may the kernel read lines with line<true>.
+  bool resolve() {
+    int found = 0;
+    for (int u = 0; u < nuser; ++u)
+      for (int k = 0; k < nsource; ++k)
+        if (source[k].type == user[u].type &&
+            user[u].attach(user[u].eval, source[k].eval, line_len)) {
+          ++found;
+          break;
+        }
+    return nuser > 0 && found == nuser && !overflow;
+  }
+};
+
+// A fused reduction's input that the kernel also uses outside the reduction. While a RecallEval
+// reads it back, the values of the current line are kept as the reduction folds them.
+template <class Ev>
+struct RecordEval {
+  using T = element_of<Ev>;
+  Ev ev;
+  std::vector<T> buf;
+  T* rec = nullptr;  // buf.data() once a RecallEval attached
+  template <class I>
+  SOLDER_INLINE void prepare(I const& i) {
+    ev.prepare(i);
+  }
+  template <class I>
+  SOLDER_INLINE void begin_line(I const& i) {
+    ev.begin_line(i);
+  }
+  template <bool Record = false>
+  SOLDER_INLINE T line(std::int64_t j) const {
+    T v = ev.line(j);
+    if constexpr (Record) rec[j] = v;
+    return v;
+  }
+  template <class I>
+  SOLDER_INLINE T at(I const& i) const {
+    return ev.at(i);
+  }
+  template <class I>
+  bool contiguous(int from, I const& dom) const {
+    return ev.contiguous(from, dom);
+  }
+  bool same(RecordEval const& o) const { return ev.same(o.ev); }
+  void set_split(bool sp) { ev.set_split(sp); }
+  void link(LineLinks& l) { ev.link(l); }
+};
+
+// The other use: reads the line recorded by a reduction that folds the same values, or computes
+// them itself when there is none (no contiguous line, another index space, a split reduction).
+template <class Ev>
+struct RecallEval {
+  using T = element_of<Ev>;
+  Ev ev;
+  T const* rec = nullptr;
+  template <class I>
+  SOLDER_INLINE void prepare(I const& i) {
+    ev.prepare(i);
+  }
+  template <class I>
+  SOLDER_INLINE void begin_line(I const& i) {
+    ev.begin_line(i);
+  }
+  template <bool Recall = false>
+  SOLDER_INLINE T line(std::int64_t j) const {
+    if constexpr (Recall) return rec[j];
+    else return ev.line(j);
+  }
+  template <class I>
+  SOLDER_INLINE T at(I const& i) const {
+    return ev.at(i);
+  }
+  template <class I>
+  bool contiguous(int from, I const& dom) const {
+    return ev.contiguous(from, dom);
+  }
+  bool same(RecallEval const& o) const { return ev.same(o.ev); }
+  void set_split(bool sp) { ev.set_split(sp); }
+  void link(LineLinks& l) {
+    rec = nullptr;
+    ev.link(l);
+    l.add_user({type_key<RecordEval<Ev>>(), this, &attach});
+  }
+  static bool attach(void* user, void* source, std::int64_t len) {
+    auto& me = *static_cast<RecallEval*>(user);
+    auto& src = *static_cast<RecordEval<Ev>*>(source);
+    if (!me.ev.same(src.ev)) return false;
+    src.buf.resize(static_cast<std::size_t>(len));
+    src.rec = src.buf.data();
+    me.rec = src.rec;
+    return true;
+  }
+};
 
 // Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
 // compiler keeps in vector registers, folded in a fixed order every block, so the result is
@@ -22,8 +145,9 @@ template <class A>
 inline constexpr std::int64_t reduce_block_len = reduce_lanes<A> * 128;
 
 // One block [b, e) of a line, e - b <= reduce_block_len<A>: its W lanes folded in a fixed
-// order. `values` is the evaluator of the reduction's input, already at the line's start.
-template <class Op, class A, class Ev>
+// order. `values` is the evaluator of the reduction's input, already at the line's start;
+// Record: it keeps the values it gives (RecordEval).
+template <class Op, class A, bool Record = false, class Ev>
 SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t e) {
   constexpr int W = reduce_lanes<A>;
   A lanes[W];
@@ -31,9 +155,10 @@ SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t
   std::int64_t j = b;
   for (; j + W <= e; j += W) {
     SOLDER_SIMD
-    for (int k = 0; k < W; ++k) lanes[k] = Op::step(lanes[k], values.line(j + k), j + k);
+    for (int k = 0; k < W; ++k)
+      lanes[k] = Op::step(lanes[k], values.template line<Record>(j + k), j + k);
   }
-  for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values.line(j), j);
+  for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values.template line<Record>(j), j);
   // Fold whole vectors of lanes into the first (vectorized), then that vector pairwise.
   constexpr int V = W < reduce_vector<A> ? W : reduce_vector<A>;
   for (int g = V; g < W; g += V) {
@@ -45,14 +170,19 @@ SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t
   return lanes[0];
 }
 
-template <class Op, class A, class Ev>
+template <class Op, class A, bool Record = false, class Ev>
 SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t end) {
   constexpr std::int64_t block = reduce_block_len<A>;
   A total = Op::template identity<A>();
   for (std::int64_t b = begin; b < end; b += block)
-    total = Op::merge(total, reduce_lane_block<Op, A>(values, b, b + block < end ? b + block : end));
+    total = Op::merge(total, reduce_lane_block<Op, A, Record>(values, b, b + block < end ? b + block : end));
   return total;
 }
+
+template <class Ev>
+struct is_record : std::false_type {};
+template <class Ev>
+struct is_record<RecordEval<Ev>> : std::true_type {};
 
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
@@ -100,6 +230,8 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   }
   static A reduce_block(Child& c, Index<F> const& f, std::int64_t b, std::int64_t e) {
     c.begin_line(f);
+    if constexpr (is_record<Child>::value)
+      if (c.rec) return reduce_range<Op, A, true>(c, b, e);
     return reduce_range<Op, A>(c, b, e);
   }
   // Threads share out whole blocks of reduce_range; the blocks' partials are then folded in
@@ -123,13 +255,24 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     return acc;
   }
   SOLDER_INLINE void begin_line(Index<D> const&) {}
-  SOLDER_INLINE R line(std::int64_t) const { return value; }
+  template <bool Recall = false>
+  SOLDER_INLINE R line(std::int64_t) const {
+    return value;
+  }
   SOLDER_INLINE R at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }  // constant along its lines
   void set_split(bool s) { split = s; }
-  void link(Links& l) {
+  bool same(ReduceEval const& o) const { return id == o.id; }
+  void link(LineLinks& l) {
     first = static_cast<ReduceEval const*>(l.find(id, type_key<ReduceEval>()));
     if (!first) l.add(id, type_key<ReduceEval>(), this);
+    if constexpr (is_record<Child>::value) {
+      // Its input's line is the kernel's line: one run of the same length, in the same index space.
+      child.rec = nullptr;
+      bool same_line = !first && block && !split && count == l.line_len && F == l.rank &&
+                       std::equal(fdom.begin(), fdom.end(), l.dom);
+      if (same_line) l.add_source(type_key<Child>(), &child);
+    }
     child.link(l);
   }
 };

@@ -50,8 +50,10 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
                  std::array<bool, D> const& inner, bool contiguous, std::int64_t len,
                  std::int64_t o_begin, std::int64_t o_end) {
   Ev e = ev;
-  Links links;  // the copy's reductions link to each other
+  LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
+  if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
   e.link(links);
+  bool recall = links.resolve();
   Index<D> idx{};
   for (std::int64_t o = o_begin; o < o_end; ++o) {
     unravel<D>(o, inner, dom, idx);
@@ -59,8 +61,13 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
     if (contiguous) {
       e.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      SOLDER_SIMD
-      for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.line(j));
+      if (recall) {
+        SOLDER_SIMD
+        for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.template line<true>(j));
+      } else {
+        SOLDER_SIMD
+        for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.line(j));
+      }
     } else {
       for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
         out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
@@ -91,7 +98,7 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
   } else if (outer == 1 && contiguous) {
     // One long run: prepare it once, then split the run itself across threads.
     ev.set_split(false);
-    Links links;
+    LineLinks links;
     ev.link(links);
     Index<D> zero{};
     ev.prepare(zero);
@@ -162,7 +169,7 @@ void run_kernel(OutTensor& out, N const& root) {
     }
     return;
   }
-  auto ev = make_eval<D, false, false>(root, dom, temps);
+  auto ev = make_eval<D, false, false, N>(root, dom, temps);
   bool has_reduce = false;
   std::int64_t work = numel_of<D>(dom);
   for_each_fused_reduce<D, false>(root, [&](auto const& r) {
