@@ -415,3 +415,90 @@ TEST_CASE("row kernels over several or non-adjacent dims, and into strided outpu
     CHECK_THAT(sd::explain(e), Catch::Contains("run-time break"));
   }
 }
+
+namespace {
+// Links a kernel's evaluator as the host executor does for contiguous lines of length `len`,
+// and says whether every recalled input found a reduction that records it on the same line.
+template <class E>
+bool computed_once(E const& e, std::int64_t len) {
+  namespace sdd = sd::detail;
+  sdd::Temps temps;
+  auto ev = sdd::make_eval<E::rank, false, false, E>(e, e.shape(), temps);
+  sdd::host::LineLinks links;
+  links.line_len = len;
+  links.dom = e.shape().data();
+  links.rank = E::rank;
+  ev.link(links);
+  return links.resolve();
+}
+
+// y[i, j] = f(x[i, j]) / sum_j g(x[i, j]) in double, with a relative bound of k eps.
+template <class F, class G>
+void check_ratio(sd::Tensor<float, 2> const& got, sd::Tensor<float, 2> const& x, F f, G g,
+                 std::string const& what) {
+  INFO(what);
+  auto [rows, cols] = x.shape();
+  double worst = 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    long double s = 0;
+    for (std::int64_t j = 0; j < cols; ++j) s += g(static_cast<double>(x(i, j)));
+    for (std::int64_t j = 0; j < cols; ++j) {
+      double want = f(static_cast<double>(x(i, j))) / static_cast<double>(s);
+      worst = std::max(worst, std::fabs(got(i, j) - want) / std::fabs(want));
+    }
+  }
+  CHECK(worst <= (depth(cols) + 8) * ref::eps<float>());
+}
+}  // namespace
+
+TEST_CASE("a reduction's input that the kernel uses again is computed once per line", "[rows][shared]") {
+  sd::Tensor<float, 2> x = ref::uniform<float>(-3, 3, 8, 1000);
+  sd::Tensor<float, 2> y = ref::uniform<float>(-3, 3, 8, 1000);
+  auto m = sd::max(x, -1, sd::keepdim);
+  SECTION("softmax's exp: once, on contiguous lines of the reduced length only") {
+    auto s = sd::softmax(x, -1);
+    CHECK(computed_once(s, 1000));
+    CHECK_FALSE(computed_once(s, -1));   // no contiguous line (strided or general loops)
+    CHECK_FALSE(computed_once(s, 500));  // another line length
+    CHECK_FALSE(computed_once(sd::log_softmax(x, -1), 1000));  // nothing to share there
+  }
+  SECTION("the same values written twice are found equal") {
+    auto e = sd::exp(x - m) * (1.f / sd::sum(sd::exp(x - m), -1, sd::keepdim));
+    CHECK(computed_once(e, 1000));
+    check_ratio(sd::eval(e), x, [&](double v) { return std::exp(v); },
+                [](double v) { return std::exp(v); }, "exp(x - m) / sum(exp(x - m)), shifts cancel");
+  }
+  SECTION("same types, other values: computed apart") {
+    auto other_input = sd::exp(y - m) * (1.f / sd::sum(sd::exp(x - m), -1, sd::keepdim));
+    CHECK_FALSE(computed_once(other_input, 1000));
+    sd::Tensor<float, 2> got = other_input;
+    sd::Tensor<float, 2> mx = m;
+    double worst = 0;
+    for (std::int64_t i = 0; i < 8; ++i) {
+      long double s = 0;
+      for (std::int64_t j = 0; j < 1000; ++j) s += std::exp(double(x(i, j)) - double(mx(i, 0)));
+      for (std::int64_t j = 0; j < 1000; ++j) {
+        double want = std::exp(double(y(i, j)) - double(mx(i, 0))) / static_cast<double>(s);
+        worst = std::max(worst, std::fabs(got(i, j) - want) / want);
+      }
+    }
+    CHECK(worst <= (depth(1000) + 12) * ref::eps<float>());
+
+    auto other_scalar = sd::exp(x * 0.5f) * (1.f / sd::sum(sd::exp(x * 0.25f), -1, sd::keepdim));
+    CHECK_FALSE(computed_once(other_scalar, 1000));
+    check_ratio(sd::eval(other_scalar), x, [](double v) { return std::exp(v * 0.5); },
+                [](double v) { return std::exp(v * 0.25); }, "other scalar");
+
+    auto other_slope = sd::leaky_relu(x, 0.5) * (1.f / sd::sum(sd::leaky_relu(x, 0.25) + 4.f, -1, sd::keepdim));
+    auto lr = [](double s) { return [s](double v) { return v > 0 ? v : s * v; }; };
+    check_ratio(sd::eval(other_slope), x, lr(0.5), [&](double v) { return lr(0.25)(v) + 4; }, "other slope");
+  }
+  SECTION("a reduction over a broadcast input: another index space, computed apart") {
+    sd::Tensor<float, 2> r = ref::uniform<float>(-3, 3, 1, 1000);
+    auto e = sd::exp(r) * (1.f / sd::sum(sd::exp(r), -1, sd::keepdim)) + x * 0.f;
+    CHECK_FALSE(computed_once(e, 1000));
+    sd::Tensor<float, 2> rows = r + x * 0.f;  // r on every row
+    auto ex = [](double v) { return std::exp(v); };
+    check_ratio(sd::eval(e), rows, ex, ex, "exp(r) / sum(exp(r)) broadcast over 8 rows");
+  }
+}
