@@ -253,36 +253,6 @@ struct reduce_eval_for;
 template <int D, bool InReduce, bool Split, class Root = void, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
 
-// Element-wise values that a kernel would compute twice: a map node that a fused reduction on
-// the output path folds and that the output path also uses outside any reduction (softmax's
-// exp(x - max), in the sum and in the quotient). The host computes them once per line: the
-// reduction records its input (RecordEval) and the other use reads it back (RecallEval), when
-// run-time checks find both on the same line (host/evaluators.hpp). Root is the kernel's root;
-// void (the CUDA backend) turns this off.
-template <class N, int D, class Root>
-constexpr bool folded_on_path() {
-  if constexpr (std::is_void_v<Root> || is_break<Root, D, false>()) return false;
-  else if constexpr (is_reduce<Root>::value) return std::is_same_v<decltype(Root::child), N>;
-  else if constexpr (is_map<Root>::value)
-    return []<class... C>(std::tuple<C...> const*) {
-      return (false || ... || folded_on_path<N, D, C>());
-    }(static_cast<decltype(Root::children) const*>(nullptr));
-  else return false;
-}
-template <class N, int D, class Root>
-constexpr bool used_on_path() {  // outside reductions
-  if constexpr (std::is_same_v<Root, N>) return true;
-  else if constexpr (is_map<Root>::value)
-    return []<class... C>(std::tuple<C...> const*) {
-      return (false || ... || used_on_path<N, D, C>());
-    }(static_cast<decltype(Root::children) const*>(nullptr));
-  else return false;
-}
-template <class N, int D, class Root>
-constexpr bool shared_input() {
-  if constexpr (is_map<N>::value) return folded_on_path<N, D, Root>() && used_on_path<N, D, Root>();
-  else return false;
-}
 namespace host {
 template <class Ev>
 struct RecordEval;

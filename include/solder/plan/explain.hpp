@@ -17,7 +17,7 @@ namespace solder {
 namespace detail {
 
 struct KernelInfo {
-  std::string kind, shape, dtype, expr, reason;
+  std::string kind, shape, dtype, expr, reason, shared;
   int fused = 0;
   std::int64_t read = 0, written = 0;
   std::set<void const*> inputs;  // counted once per kernel however often they are used
@@ -139,6 +139,11 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   k.written = numel_of<D>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
   bool reduces = is_reduce<N>::value;
   if (agree) for_each_fused_reduce<D, false>(n, [&](auto const&) { reduces = true; });
+  if (agree)
+    for_each_shared<D, N>(n, [&](auto const& s) {
+      std::string name = s.name();
+      if (k.shared.find(name) == std::string::npos) k.shared += (k.shared.empty() ? "" : ", ") + name;
+    });
   if (agree && lines.any()) {
     std::string axes;
     for (int a = 0; a < D; ++a)
@@ -180,6 +185,9 @@ std::string explain(X const& e) {
        << "  " << k.expr << "\n"
        << "  reads " << detail::human_bytes(k.read) << ", writes " << detail::human_bytes(k.written)
        << "\n";
+    if (!k.shared.empty())
+      os << "  computed once per line on the host: " << k.shared
+         << " (a reduction folds it and the kernel uses it again)\n";
     if (!k.reason.empty()) os << "  break: materialized because " << k.reason << "\n";
   }
   return os.str();

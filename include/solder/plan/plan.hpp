@@ -82,6 +82,44 @@ inline constexpr int kernel_count = detail::kernels_of<node_t<E>>();
 
 namespace detail {
 
+// Element-wise values that a kernel would compute twice: a map node that a fused reduction on
+// the output path folds and that the output path also uses outside any reduction (softmax's
+// exp(x - max), in the sum and in the quotient). The host computes them once per line: the
+// reduction records its input and the other use reads it back, when run-time checks find both
+// on the same line (backend/host/evaluators.hpp). Root is the kernel's root; void: none.
+template <class N, int D, class Root>
+constexpr bool folded_on_path() {
+  if constexpr (std::is_void_v<Root> || is_break<Root, D, false>()) return false;
+  else if constexpr (is_reduce<Root>::value) return std::is_same_v<decltype(Root::child), N>;
+  else if constexpr (is_map<Root>::value)
+    return []<class... C>(std::tuple<C...> const*) {
+      return (false || ... || folded_on_path<N, D, C>());
+    }(static_cast<decltype(Root::children) const*>(nullptr));
+  else return false;
+}
+template <class N, int D, class Root>
+constexpr bool used_on_path() {  // outside reductions
+  if constexpr (std::is_same_v<Root, N>) return true;
+  else if constexpr (is_map<Root>::value)
+    return []<class... C>(std::tuple<C...> const*) {
+      return (false || ... || used_on_path<N, D, C>());
+    }(static_cast<decltype(Root::children) const*>(nullptr));
+  else return false;
+}
+template <class N, int D, class Root>
+constexpr bool shared_input() {
+  if constexpr (is_map<N>::value) return folded_on_path<N, D, Root>() && used_on_path<N, D, Root>();
+  else return false;
+}
+// Visits the shared inputs on the output path of the kernel rooted at Root.
+template <int D, class Root, class N, class F>
+void for_each_shared(N const& n, F&& f) {
+  if constexpr (shared_input<N, D, Root>())
+    f(n);
+  else if constexpr (is_map<N>::value)
+    std::apply([&](auto const&... c) { (for_each_shared<D, Root>(c, f), ...); }, n.children);
+}
+
 // The run-time half: the axes of the kernel's index space along which fused reductions are
 // broadcast ("lines"). Each line is computed as: prepare the reductions, then the outputs.
 // Empty: every output point is its own line (reduction kernels) or there is no reduction.
