@@ -11,6 +11,9 @@
 
 namespace solder::detail::host {
 
+// Lines of prefetch_min to prefetch_max bytes have the next one requested ahead (executor.hpp).
+inline constexpr std::int64_t prefetch_min = 1024, prefetch_max = 16384;
+
 // Links of one host evaluator copy, plus what shared inputs need (eval.hpp: RecordEval and
 // RecallEval): the line the copy writes, the reductions that record their input on it, and the
 // uses that read those records back. resolve() pairs them once everything is linked.
@@ -83,6 +86,10 @@ struct RecordEval {
     return ev.contiguous(from, dom);
   }
   bool same(RecordEval const& o) const { return ev.same(o.ev); }
+  template <class I>
+  void prefetch_line(I const& i, std::int64_t len) const {
+    ev.prefetch_line(i, len);
+  }
   void set_split(bool sp) { ev.set_split(sp); }
   void link(LineLinks& l) { ev.link(l); }
 };
@@ -116,6 +123,10 @@ struct RecallEval {
     return ev.contiguous(from, dom);
   }
   bool same(RecallEval const& o) const { return ev.same(o.ev); }
+  template <class I>
+  void prefetch_line(I const& i, std::int64_t len) const {
+    ev.prefetch_line(i, len);
+  }
   void set_split(bool sp) { ev.set_split(sp); }
   void link(LineLinks& l) {
     rec = nullptr;
@@ -199,9 +210,17 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   Index<F> at_f{};                     // where `value` was computed
   R value{};
 
-  SOLDER_INLINE void prepare(Index<D> const& p) {
+  Index<F> input_line(Index<D> const& p) const {  // where the input line of output p starts
     Index<F> f{};
     for (int k = 0; k < F; ++k) f[k] = (src[k] >= 0 && out[src[k]] != 1) ? p[src[k]] : 0;
+    return f;
+  }
+  void prefetch_line(Index<D> const& p, std::int64_t) const {
+    constexpr std::int64_t in_size = sizeof(In);
+    if (block && !first && count * in_size <= prefetch_max) child.prefetch_line(input_line(p), count);
+  }
+  SOLDER_INLINE void prepare(Index<D> const& p) {
+    Index<F> f = input_line(p);
     if (first && first->at_f == f) {
       value = first->value;
       return;

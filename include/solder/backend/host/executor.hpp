@@ -54,9 +54,19 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
   e.link(links);
   bool recall = links.resolve();
-  Index<D> idx{};
+  // The next line's inputs and output are requested while this one is computed: the hardware
+  // prefetcher stops at page boundaries, and a line of a few KiB is a page or two. (Short lines
+  // would pay more for it than they wait; long ones stream.)
+  constexpr std::int64_t out_size = sizeof(OutT);
+  bool prefetch = contiguous && len * out_size >= prefetch_min && len * out_size <= prefetch_max;
+  Index<D> idx{}, next{};
   for (std::int64_t o = o_begin; o < o_end; ++o) {
     unravel<D>(o, inner, dom, idx);
+    if (prefetch && o + 1 < o_end) {
+      unravel<D>(o + 1, inner, dom, next);
+      e.prefetch_line(next, len);
+      prefetch_run(out + dot<D>(next, ost), len, true);
+    }
     e.prepare(idx);
     if (contiguous) {
       e.begin_line(idx);
