@@ -493,6 +493,15 @@ TEST_CASE("a reduction's input that the kernel uses again is computed once per l
     auto lr = [](double s) { return [s](double v) { return v > 0 ? v : s * v; }; };
     check_ratio(sd::eval(other_slope), x, lr(0.5), [&](double v) { return lr(0.25)(v) + 4; }, "other slope");
   }
+  SECTION("cheap values are not kept: a comparison summed and used again") {
+    auto e = sd::sum(x > 0.f, -1, sd::keepdim) * (x > 0.f);
+    sd::Tensor<std::int64_t, 2> got = e;
+    for (std::int64_t i = 0; i < 8; ++i) {
+      std::int64_t n = 0;
+      for (std::int64_t j = 0; j < 1000; ++j) n += x(i, j) > 0.f;
+      for (std::int64_t j = 0; j < 1000; j += 7) CHECK(got(i, j) == (x(i, j) > 0.f ? n : 0));
+    }
+  }
   SECTION("a reduction over a broadcast input: another index space, computed apart") {
     sd::Tensor<float, 2> r = ref::uniform<float>(-3, 3, 1, 1000);
     auto e = sd::exp(r) * (1.f / sd::sum(sd::exp(r), -1, sd::keepdim)) + x * 0.f;

@@ -8,7 +8,8 @@
 //   prepare(i)       compute the fused reductions for the line that starts at index i
 //   begin_line(i)    point the inputs at that line (contiguous lines only)
 //   line(j)          the value at element j of the line: a plain load per input, vectorizable
-//   line<true>(j)    the same, with shared inputs read back from their records (RecallEval)
+//   line<true>(j)    the same, using the line's records of shared inputs (host): a RecordEval
+//                    keeps the values it gives, a RecallEval reads them back
 //   line_vec<V>(j)   values j .. j+V-1 of the line as one Vec (CUDA's vector loads)
 //   at(i)            the value at any index: the general strided/broadcast path
 //   prefetch_line(i, len)  asks the cache for the contiguous line at i (host)

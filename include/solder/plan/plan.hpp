@@ -107,8 +107,9 @@ constexpr bool used_on_path() {  // outside reductions
   else return false;
 }
 template <class N, int D, class Root>
-constexpr bool shared_input() {
-  if constexpr (is_map<N>::value) return folded_on_path<N, D, Root>() && used_on_path<N, D, Root>();
+constexpr bool shared_input() {  // floating point: what is worth keeping (exp, not x > 0)
+  if constexpr (is_map<N>::value && is_floating_v<typename N::value_type>)
+    return folded_on_path<N, D, Root>() && used_on_path<N, D, Root>();
   else return false;
 }
 // Visits the shared inputs on the output path of the kernel rooted at Root.
