@@ -278,6 +278,7 @@ struct reduce_eval_for;
 template <int D, bool InReduce, bool Split, class Root = void, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
 
+// The host's evaluators of shared inputs (plan.hpp: shared_input), made only when Root is set.
 namespace host {
 template <class Ev>
 struct RecordEval;
@@ -297,7 +298,8 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   Index<F> const& fdom = n.child.shape();
   auto ce = [&] {
     auto e = make_eval<F, true, Split, Root>(n.child, fdom, temps);
-    if constexpr (!InReduce && shared_input<C, D, Root>()) return host::RecordEval<decltype(e)>{e, {}, nullptr};
+    if constexpr (!InReduce && shared_input<C, D, Root>())
+      return host::RecordEval<decltype(e)>{e, {}, nullptr};
     else return e;
   }();
   using Ev = typename reduce_eval_for<typename N::device_type>::template type<
@@ -347,7 +349,8 @@ auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
 template <int D, bool InReduce, bool Split, class Root, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
   auto e = make_node_eval<D, InReduce, Split, Root>(n, dom, temps);
-  if constexpr (!InReduce && shared_input<N, D, Root>()) return host::RecallEval<decltype(e)>{e, nullptr};
+  if constexpr (!InReduce && shared_input<N, D, Root>())
+    return host::RecallEval<decltype(e)>{e, nullptr};
   else return e;
 }
 

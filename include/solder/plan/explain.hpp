@@ -142,7 +142,8 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   if (agree)
     for_each_shared<D, N>(n, [&](auto const& s) {
       std::string name = s.name();
-      if (k.shared.find(name) == std::string::npos) k.shared += (k.shared.empty() ? "" : ", ") + name;
+      if (k.shared.find(name) == std::string::npos)
+        k.shared += (k.shared.empty() ? "" : ", ") + name;
     });
   if (agree && lines.any()) {
     std::string axes;

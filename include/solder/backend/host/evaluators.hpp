@@ -169,7 +169,8 @@ SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t
     for (int k = 0; k < W; ++k)
       lanes[k] = Op::step(lanes[k], values.template line<Record>(j + k), j + k);
   }
-  for (int k = 0; j < e; ++j, ++k) lanes[k] = Op::step(lanes[k], values.template line<Record>(j), j);
+  for (int k = 0; j < e; ++j, ++k)
+    lanes[k] = Op::step(lanes[k], values.template line<Record>(j), j);
   // Fold whole vectors of lanes into the first (vectorized), then that vector pairwise.
   constexpr int V = W < reduce_vector<A> ? W : reduce_vector<A>;
   for (int g = V; g < W; g += V) {
@@ -185,8 +186,10 @@ template <class Op, class A, bool Record = false, class Ev>
 SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t end) {
   constexpr std::int64_t block = reduce_block_len<A>;
   A total = Op::template identity<A>();
-  for (std::int64_t b = begin; b < end; b += block)
-    total = Op::merge(total, reduce_lane_block<Op, A, Record>(values, b, b + block < end ? b + block : end));
+  for (std::int64_t b = begin; b < end; b += block) {
+    std::int64_t e = b + block < end ? b + block : end;
+    total = Op::merge(total, reduce_lane_block<Op, A, Record>(values, b, e));
+  }
   return total;
 }
 
@@ -217,7 +220,8 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   }
   void prefetch_line(Index<D> const& p, std::int64_t) const {
     constexpr std::int64_t in_size = sizeof(In);
-    if (block && !first && count * in_size <= prefetch_max) child.prefetch_line(input_line(p), count);
+    if (block && !first && count * in_size <= prefetch_max)
+      child.prefetch_line(input_line(p), count);
   }
   SOLDER_INLINE void prepare(Index<D> const& p) {
     Index<F> f = input_line(p);
