@@ -187,8 +187,9 @@ std::string explain(X const& e) {
        << "  reads " << detail::human_bytes(k.read) << ", writes " << detail::human_bytes(k.written)
        << "\n";
     if (!k.shared.empty())
-      os << "  computed once per line on the host: " << k.shared
-         << " (a reduction folds it and the kernel uses it again)\n";
+      os << "  shared: " << k.shared
+         << " (a reduction folds it and the kernel uses it again: the host computes it once "
+            "per contiguous line)\n";
     if (!k.reason.empty()) os << "  break: materialized because " << k.reason << "\n";
   }
   return os.str();

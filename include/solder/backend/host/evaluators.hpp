@@ -1,6 +1,7 @@
 // The host's reduction evaluator (OpenMP, lane-blocked, deterministic). A reduction used twice in
 // one kernel is computed once (rule 4): a later use links to the first (Links, backend/eval.hpp)
-// and reads its value. Leaves and element-wise nodes use the shared evaluators of eval.hpp.
+// and reads its value. A value that a reduction folds and the kernel uses again is kept for the
+// line (RecordEval, RecallEval). Leaves and element-wise nodes use the evaluators of eval.hpp.
 #pragma once
 #include <algorithm>
 #include <memory>
