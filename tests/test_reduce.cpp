@@ -465,3 +465,64 @@ TEST_CASE("large reductions split across threads keep first-index and NaN semant
   double got = sd::eval(sd::prod(p)).item();
   CHECK(std::fabs(got - static_cast<double>(lp)) <= 2.0 * n * ref::eps<double>() * std::fabs(static_cast<double>(lp)));
 }
+
+TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "[reduce][columns]") {
+  sd::set_num_threads(2);
+  SECTION("float: the same sums as a plain loop down each column, bit for bit") {
+    // [300, 2500] over dim 0: 2500 outputs (two full tiles of 1024 and a partial one), shared
+    // by two threads. Each output must take its terms in row order, as prepare() does.
+    auto x = ref::uniform<float>(-2, 2, 300, 2500);
+    x(17, 2049) = 7.f;  // a column maximum in the last, partial tile
+    x(250, 3) = 7.f;
+    x(251, 3) = 7.f;    // a tie: the first row wins
+    sd::Tensor<float, 1> s = sd::sum(x, 0), mx = sd::max(x, 0), mn = sd::mean(x, 0);
+    sd::Tensor<std::int64_t, 1> am = sd::argmax(x, 0);
+    for (std::int64_t j = 0; j < 2500; ++j) {
+      float acc = 0, best = -std::numeric_limits<float>::infinity();
+      std::int64_t at = 0;
+      for (std::int64_t i = 0; i < 300; ++i) {
+        acc += x(i, j);
+        if (x(i, j) > best) best = x(i, j), at = i;
+      }
+      INFO("column " << j);
+      CHECK(s(j) == acc);
+      CHECK(mn(j) == acc / 300.f);
+      CHECK(mx(j) == best);
+      CHECK(am(j) == at);
+    }
+    CHECK(am(2049) == 17);
+    CHECK(am(3) == 250);
+  }
+  SECTION("two leading dims, keepdim, NaN, integers") {
+    auto x = ref::uniform<float>(-1, 1, 7, 9, 1100);
+    x(3, 4, 1099) = std::numeric_limits<float>::quiet_NaN();
+    int d01[] = {0, 1};
+    sd::Tensor<float, 3> m = sd::max(x, d01, sd::keepdim);
+    CHECK(m.shape() == sd::Index<3>{1, 1, 1100});
+    CHECK(std::isnan(m(0, 0, 1099)));
+    for (std::int64_t k = 0; k < 1099; k += 13) {
+      float best = -std::numeric_limits<float>::infinity();
+      for (std::int64_t a = 0; a < 7; ++a)
+        for (std::int64_t b = 0; b < 9; ++b) best = std::max(best, x(a, b, k));
+      CHECK(m(0, 0, k) == best);
+    }
+    auto i = ref::uniform<std::int32_t>(1500000000, 2000000000, 40, 1500);
+    sd::Tensor<std::int64_t, 1> si = sd::sum(i, 0);
+    for (std::int64_t k = 0; k < 1500; k += 7) {
+      std::int64_t exact = 0;
+      for (std::int64_t r = 0; r < 40; ++r) exact += i(r, k);
+      CHECK(si(k) == exact);
+    }
+  }
+  SECTION("a strided input or output takes the general loop and agrees") {
+    auto x = ref::uniform<float>(-2, 2, 2500, 300);
+    auto xt = sd::transpose(x, 0, 1);  // [300, 2500], columns not contiguous
+    sd::Tensor<float, 1> strided = sd::sum(xt, 0);
+    sd::Tensor<float, 1> contiguous = sd::sum(sd::eval(xt * 1.f), 0);
+    for (std::int64_t j = 0; j < 2500; j += 11) CHECK(strided(j) == contiguous(j));
+    auto dst = sd::zeros<float>(2500, 2);
+    auto row = sd::slice(sd::transpose(dst, 0, 1), 0, 0, 1);  // [1, 2500], stride 2
+    row = sd::sum(xt * 1.f, 0, sd::keepdim);
+    for (std::int64_t j = 0; j < 2500; j += 11) CHECK(dst(j, 0) == contiguous(j));
+  }
+}

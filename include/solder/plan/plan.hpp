@@ -112,6 +112,18 @@ constexpr bool shared_input() {  // floating point: what is worth keeping (exp, 
     return folded_on_path<N, D, Root>() && used_on_path<N, D, Root>();
   else return false;
 }
+// Whether a reduction is fused below N (N evaluated in an index space of rank D).
+template <class N, int D, bool InReduce>
+constexpr bool has_fused_reduce() {
+  if constexpr (is_break<N, D, InReduce>()) return false;
+  else if constexpr (is_reduce<N>::value) return true;
+  else if constexpr (is_map<N>::value)
+    return []<class... C>(std::tuple<C...> const*) {
+      return (false || ... || has_fused_reduce<C, D, InReduce>());
+    }(static_cast<decltype(N::children) const*>(nullptr));
+  else return false;
+}
+
 // Visits the shared inputs on the output path of the kernel rooted at Root.
 template <int D, class Root, class N, class F>
 void for_each_shared(N const& n, F&& f) {

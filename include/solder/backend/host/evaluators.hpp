@@ -287,6 +287,43 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   bool contiguous(int, Index<D> const&) const { return true; }  // constant along its lines
   void set_split(bool s) { split = s; }
   bool same(ReduceEval const& o) const { return id == o.id; }
+
+  // Column form (executor.hpp: write_columns): the reduced axes lead and the kept ones are one
+  // run of the input. Returns the run's length (the number of outputs), or -1.
+  std::int64_t columns() const {
+    if (block) return -1;
+    for (int k = 0; k < NA; ++k)
+      if (axes[k] != k) return -1;
+    if (!child.contiguous(NA, fdom)) return -1;
+    std::int64_t m = 1;
+    for (int k = NA; k < F; ++k) m *= fdom[k];
+    return m;
+  }
+  // Outputs [b, e) of the column form into out[b, e): a tile of outputs is folded side by side,
+  // one input row at a time, each output taking its terms in the order prepare() does.
+  template <class OutT>
+  void write_columns(OutT* out, std::int64_t b, std::int64_t e) const {
+    constexpr std::int64_t tile = 1024;
+    Child c = child;
+    A acc[tile];
+    for (std::int64_t t0 = b; t0 < e; t0 += tile) {
+      std::int64_t n = std::min(tile, e - t0);
+      for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::template identity<A>();
+      Index<F> f{};
+      for (std::int64_t a = F - 1, o = t0; a >= NA; --a) f[a] = o % fdom[a], o /= fdom[a];
+      for (std::int64_t r = 0; r < count; ++r) {
+        c.begin_line(f);
+        SOLDER_SIMD
+        for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
+        for (int a = NA - 1; a >= 0; --a) {  // the next reduced index
+          if (++f[a] < fdom[a]) break;
+          f[a] = 0;
+        }
+      }
+      for (std::int64_t k = 0; k < n; ++k)
+        out[t0 + k] = static_cast<OutT>(static_cast<R>(Op::finalize(acc[k], count)));
+    }
+  }
   void link(LineLinks& l) {
     first = static_cast<ReduceEval const*>(l.find(id, type_key<ReduceEval>()));
     if (!first) l.add(id, type_key<ReduceEval>(), this);

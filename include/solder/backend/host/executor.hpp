@@ -161,6 +161,27 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
   drive<OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, work);
 }
 
+// A reduction over leading dims whose kept dims are one contiguous run of its input and of the
+// output (column sums): outputs are folded side by side, a row at a time, instead of each
+// walking its column with a stride; threads share out the outputs. Each output takes its terms
+// in the same order as in prepare(), so the results are the same. False: not that shape.
+template <class OutTensor, class Ev>
+bool write_columns(OutTensor& out, Ev const& ev, std::int64_t work) {
+  constexpr int D = OutTensor::rank;
+  std::int64_t m = ev.columns();
+  if (m < 0 || !contiguous_from<D>(0, out.strides(), out.shape())) return false;
+  auto* o = out.data();
+  if (work < parallel_threshold || get_num_threads() == 1) {
+    ev.write_columns(o, 0, m);
+    return true;
+  }
+  SOLDER_OMP(parallel) {
+    auto [b, e] = my_share(m, 16);
+    ev.write_columns(o, b, e);
+  }
+  return true;
+}
+
 // Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
@@ -186,6 +207,11 @@ void run_kernel(OutTensor& out, N const& root) {
     has_reduce = true;
     work = std::max(work, numel_of<decltype(r.child)::rank>(r.child.shape()));
   });
+  if constexpr (is_reduce<N>::value) {  // (nested reductions would need preparing per output)
+    using C = decltype(root.child);
+    if constexpr (!has_fused_reduce<C, C::rank, true>())
+      if (write_columns(out, ev, work)) return;
+  }
   run_eval(out, ev, lines, has_reduce, work);
 }
 
