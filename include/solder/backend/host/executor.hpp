@@ -1,9 +1,10 @@
-// The host executor: runs one planned kernel as OpenMP loops. Three shapes of loop, chosen
+// The host executor: runs one planned kernel as OpenMP loops. Four shapes of loop, chosen
 // at run time among compiled variants (STYLE.md §2):
 //   * contiguous runs: the inputs and the output walk a trailing block of axes as one run
 //     (the whole tensor when everything is contiguous) with a vectorized inner loop;
 //   * lines: fused reductions are prepared once per line, then the line is written
 //     (softmax, layer norm: reductions broadcast back along the axes they reduced);
+//   * columns: a reduction over leading dims folds a tile of outputs a row at a time;
 //   * general: any strides and broadcasts, index by index.
 // Work is split statically over threads, so results are deterministic for a thread count;
 // small kernels never fork threads.
