@@ -299,7 +299,7 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   auto ce = [&] {
     auto e = make_eval<F, true, Split, Root>(n.child, fdom, temps);
     if constexpr (!InReduce && shared_input<C, D, Root>())
-      return host::RecordEval<decltype(e)>{e, {}, nullptr};
+      return host::RecordEval<decltype(e)>{{e}, {}, nullptr};
     else return e;
   }();
   using Ev = typename reduce_eval_for<typename N::device_type>::template type<
@@ -350,7 +350,7 @@ template <int D, bool InReduce, bool Split, class Root, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
   auto e = make_node_eval<D, InReduce, Split, Root>(n, dom, temps);
   if constexpr (!InReduce && shared_input<N, D, Root>())
-    return host::RecallEval<decltype(e)>{e, nullptr};
+    return host::RecallEval<decltype(e)>{{e}, nullptr};
   else return e;
 }
 

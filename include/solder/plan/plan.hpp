@@ -21,6 +21,14 @@ struct is_map : std::false_type {};
 template <class Op, class... C>
 struct is_map<Map<Op, C...>> : std::true_type {};
 
+// f.template operator()<C>() summed over the children C of the map node N (a bool counts 1).
+template <class N, class F>
+constexpr int over_children(F f) {
+  return [&]<class... C>(std::tuple<C...> const*) {
+    return (0 + ... + static_cast<int>(f.template operator()<C>()));
+  }(static_cast<decltype(N::children) const*>(nullptr));
+}
+
 // Where a node is evaluated: in a kernel whose index space has rank D, either on the path
 // from the kernel's output (InReduce = false) or inside a fused reduction's input.
 //
@@ -66,9 +74,7 @@ constexpr int kernels_below() {
   } else if constexpr (is_reduce<N>::value) {
     return kernels_below<decltype(N::child), decltype(N::child)::rank, true>();
   } else if constexpr (is_map<N>::value) {
-    return []<class... C>(std::tuple<C...> const*) {
-      return (0 + ... + kernels_below<C, D, InReduce>());
-    }(static_cast<decltype(N::children) const*>(nullptr));
+    return over_children<N>([]<class C>() { return kernels_below<C, D, InReduce>(); });
   } else {
     return 0;
   }
@@ -92,18 +98,14 @@ constexpr bool folded_on_path() {
   if constexpr (std::is_void_v<Root> || is_break<Root, D, false>()) return false;
   else if constexpr (is_reduce<Root>::value) return std::is_same_v<decltype(Root::child), N>;
   else if constexpr (is_map<Root>::value)
-    return []<class... C>(std::tuple<C...> const*) {
-      return (false || ... || folded_on_path<N, D, C>());
-    }(static_cast<decltype(Root::children) const*>(nullptr));
+    return over_children<Root>([]<class C>() { return folded_on_path<N, D, C>(); }) > 0;
   else return false;
 }
 template <class N, int D, class Root>
 constexpr bool used_on_path() {  // outside reductions
   if constexpr (std::is_same_v<Root, N>) return true;
   else if constexpr (is_map<Root>::value)
-    return []<class... C>(std::tuple<C...> const*) {
-      return (false || ... || used_on_path<N, D, C>());
-    }(static_cast<decltype(Root::children) const*>(nullptr));
+    return over_children<Root>([]<class C>() { return used_on_path<N, D, C>(); }) > 0;
   else return false;
 }
 template <class N, int D, class Root>
@@ -118,9 +120,7 @@ constexpr bool has_fused_reduce() {
   if constexpr (is_break<N, D, InReduce>()) return false;
   else if constexpr (is_reduce<N>::value) return true;
   else if constexpr (is_map<N>::value)
-    return []<class... C>(std::tuple<C...> const*) {
-      return (false || ... || has_fused_reduce<C, D, InReduce>());
-    }(static_cast<decltype(N::children) const*>(nullptr));
+    return over_children<N>([]<class C>() { return has_fused_reduce<C, D, InReduce>(); }) > 0;
   else return false;
 }
 

@@ -56,14 +56,11 @@ struct LineLinks : Links {
   }
 };
 
-// A fused reduction's input that the kernel also uses outside the reduction. While a RecallEval
-// reads it back, the values of the current line are kept as the reduction folds them.
+// What RecordEval and RecallEval pass through to the evaluator they wrap.
 template <class Ev>
-struct RecordEval {
+struct SharedInput {
   using T = element_of<Ev>;
   Ev ev;
-  std::vector<T> buf;
-  T* rec = nullptr;  // buf.data() once a RecallEval attached
   template <class I>
   SOLDER_INLINE void prepare(I const& i) {
     ev.prepare(i);
@@ -71,12 +68,6 @@ struct RecordEval {
   template <class I>
   SOLDER_INLINE void begin_line(I const& i) {
     ev.begin_line(i);
-  }
-  template <bool Record = false>
-  SOLDER_INLINE T line(std::int64_t j) const {
-    T v = ev.line(j);
-    if constexpr (Record) rec[j] = v;
-    return v;
   }
   template <class I>
   SOLDER_INLINE T at(I const& i) const {
@@ -86,52 +77,45 @@ struct RecordEval {
   bool contiguous(int from, I const& dom) const {
     return ev.contiguous(from, dom);
   }
-  bool same(RecordEval const& o) const { return ev.same(o.ev); }
   template <class I>
   void prefetch_line(I const& i, std::int64_t len) const {
     ev.prefetch_line(i, len);
   }
   void set_split(bool sp) { ev.set_split(sp); }
-  void link(LineLinks& l) { ev.link(l); }
+};
+
+// A fused reduction's input that the kernel also uses outside the reduction. While a RecallEval
+// reads it back, the values of the current line are kept as the reduction folds them.
+template <class Ev>
+struct RecordEval : SharedInput<Ev> {
+  using T = element_of<Ev>;
+  std::vector<T> buf;
+  T* rec = nullptr;  // buf.data() once a RecallEval attached
+  template <bool Record = false>
+  SOLDER_INLINE T line(std::int64_t j) const {
+    T v = this->ev.line(j);
+    if constexpr (Record) rec[j] = v;
+    return v;
+  }
+  bool same(RecordEval const& o) const { return this->ev.same(o.ev); }
+  void link(LineLinks& l) { this->ev.link(l); }
 };
 
 // The other use: reads the line recorded by a reduction that folds the same values, or computes
 // them itself when there is none (no contiguous line, another index space, a split reduction).
 template <class Ev>
-struct RecallEval {
+struct RecallEval : SharedInput<Ev> {
   using T = element_of<Ev>;
-  Ev ev;
   T const* rec = nullptr;
-  template <class I>
-  SOLDER_INLINE void prepare(I const& i) {
-    ev.prepare(i);
-  }
-  template <class I>
-  SOLDER_INLINE void begin_line(I const& i) {
-    ev.begin_line(i);
-  }
   template <bool Recall = false>
   SOLDER_INLINE T line(std::int64_t j) const {
     if constexpr (Recall) return rec[j];
-    else return ev.line(j);
+    else return this->ev.line(j);
   }
-  template <class I>
-  SOLDER_INLINE T at(I const& i) const {
-    return ev.at(i);
-  }
-  template <class I>
-  bool contiguous(int from, I const& dom) const {
-    return ev.contiguous(from, dom);
-  }
-  bool same(RecallEval const& o) const { return ev.same(o.ev); }
-  template <class I>
-  void prefetch_line(I const& i, std::int64_t len) const {
-    ev.prefetch_line(i, len);
-  }
-  void set_split(bool sp) { ev.set_split(sp); }
+  bool same(RecallEval const& o) const { return this->ev.same(o.ev); }
   void link(LineLinks& l) {
     rec = nullptr;
-    ev.link(l);
+    this->ev.link(l);
     l.add_user({type_key<RecordEval<Ev>>(), this, &attach});
   }
   static bool attach(void* user, void* source, std::int64_t len) {
