@@ -21,11 +21,11 @@ struct is_map : std::false_type {};
 template <class Op, class... C>
 struct is_map<Map<Op, C...>> : std::true_type {};
 
-// f.template operator()<C>() summed over the children C of the map node N (a bool counts 1).
+// f(std::type_identity<C>{}) summed over the children C of the map node N (a bool counts 1).
 template <class N, class F>
 constexpr int over_children(F f) {
   return [&]<class... C>(std::tuple<C...> const*) {
-    return (0 + ... + static_cast<int>(f.template operator()<C>()));
+    return (0 + ... + static_cast<int>(f(std::type_identity<C>{})));
   }(static_cast<decltype(N::children) const*>(nullptr));
 }
 
@@ -74,7 +74,9 @@ constexpr int kernels_below() {
   } else if constexpr (is_reduce<N>::value) {
     return kernels_below<decltype(N::child), decltype(N::child)::rank, true>();
   } else if constexpr (is_map<N>::value) {
-    return over_children<N>([]<class C>() { return kernels_below<C, D, InReduce>(); });
+    return over_children<N>([](auto c) {
+      return kernels_below<typename decltype(c)::type, D, InReduce>();
+    });
   } else {
     return 0;
   }
@@ -98,14 +100,18 @@ constexpr bool folded_on_path() {
   if constexpr (std::is_void_v<Root> || is_break<Root, D, false>()) return false;
   else if constexpr (is_reduce<Root>::value) return std::is_same_v<decltype(Root::child), N>;
   else if constexpr (is_map<Root>::value)
-    return over_children<Root>([]<class C>() { return folded_on_path<N, D, C>(); }) > 0;
+    return over_children<Root>([](auto c) {
+      return folded_on_path<N, D, typename decltype(c)::type>();
+    }) > 0;
   else return false;
 }
 template <class N, int D, class Root>
 constexpr bool used_on_path() {  // outside reductions
   if constexpr (std::is_same_v<Root, N>) return true;
   else if constexpr (is_map<Root>::value)
-    return over_children<Root>([]<class C>() { return used_on_path<N, D, C>(); }) > 0;
+    return over_children<Root>([](auto c) {
+      return used_on_path<N, D, typename decltype(c)::type>();
+    }) > 0;
   else return false;
 }
 template <class N, int D, class Root>
@@ -120,7 +126,9 @@ constexpr bool has_fused_reduce() {
   if constexpr (is_break<N, D, InReduce>()) return false;
   else if constexpr (is_reduce<N>::value) return true;
   else if constexpr (is_map<N>::value)
-    return over_children<N>([]<class C>() { return has_fused_reduce<C, D, InReduce>(); }) > 0;
+    return over_children<N>([](auto c) {
+      return has_fused_reduce<typename decltype(c)::type, D, InReduce>();
+    }) > 0;
   else return false;
 }
 
