@@ -88,6 +88,13 @@ template <class T, int V>
 struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
+// A Vec of V copies of x: the line_vec of a value constant along its lines.
+template <int V, class T>
+SOLDER_HD SOLDER_INLINE Vec<T, V> splat(T x) {
+  Vec<T, V> r;
+  for (int k = 0; k < V; ++k) r.v[k] = x;
+  return r;
+}
 // Whether p can be read or written as Vecs of V values.
 template <class T, int V>
 SOLDER_HD SOLDER_INLINE bool aligned_for(T const* p) {
@@ -148,9 +155,7 @@ struct ScalarEval {
   }
   template <int V>
   SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t) const {
-    Vec<T, V> r;
-    for (int k = 0; k < V; ++k) r.v[k] = value;
-    return r;
+    return splat<V>(value);
   }
   SOLDER_HD SOLDER_INLINE T at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }

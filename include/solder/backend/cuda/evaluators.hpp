@@ -197,9 +197,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   }
   template <int V>
   SOLDER_HD SOLDER_INLINE Vec<R, V> line_vec(std::int64_t) const {
-    Vec<R, V> r;
-    for (int k = 0; k < V; ++k) r.v[k] = value;
-    return r;
+    return splat<V>(value);
   }
   template <int V>
   SOLDER_HD SOLDER_INLINE bool vec_aligned() const {

@@ -61,10 +61,11 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   constexpr std::int64_t out_size = sizeof(OutT);
   bool prefetch = contiguous && len * out_size >= prefetch_min && len * out_size <= prefetch_max;
   Index<D> idx{}, next{};
-  for (std::int64_t o = o_begin; o < o_end; ++o) {
-    unravel<D>(o, inner, dom, idx);
-    if (prefetch && o + 1 < o_end) {
-      unravel<D>(o + 1, inner, dom, next);
+  if (o_begin < o_end) unravel<D>(o_begin, inner, dom, idx);
+  for (std::int64_t o = o_begin; o < o_end; idx = next, ++o) {
+    bool more = o + 1 < o_end;
+    if (more) unravel<D>(o + 1, inner, dom, next);  // once per line, for the prefetch and the loop
+    if (prefetch && more) {
       e.prefetch_line(next, len);
       prefetch_run(out + dot<D>(next, ost), len, true);
     }
