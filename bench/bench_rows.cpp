@@ -4,6 +4,9 @@
 //              broadcasting, ThreadPoolDevice of 2 threads) vs a hand-written OpenMP loop per
 //              row on glibc's vector maths (max pass, exp + sum pass, scale pass)
 //   layer_norm solder  vs Eigen Tensor (mean, variance, normalize with gamma and beta)
+//   batch_norm statistics over dim 0 instead (training-mode BatchNorm1d without affine):
+//              solder (the statistics run as column kernels of their own, a run-time break)
+//              vs Eigen Tensor vs solder eager; no target, information
 // and a copy of the same size (the memory roof).
 // Targets (issue): softmax >= 1.5x Eigen and >= 1.5x the hand loop; layer_norm >= 1.2x Eigen.
 #include <algorithm>
@@ -48,13 +51,13 @@ using EMap1 = Eigen::TensorMap<Eigen::Tensor<float, 1, Eigen::RowMajor, Eigen::I
 struct EigenEnv {
   Eigen::ThreadPool pool{sb::threads};
   Eigen::ThreadPoolDevice dev{&pool, sb::threads};
-  Eigen::Tensor<float, 1, Eigen::RowMajor, Eigen::Index> mu{rows}, rstd{rows};
+  Eigen::Tensor<float, 1, Eigen::RowMajor, Eigen::Index> mu{rows}, rstd{rows}, col_mu{cols}, col_rstd{cols};
 };
 EigenEnv& eigen() {
   static EigenEnv e;
   return e;
 }
-Eigen::array<Eigen::Index, 1> const along_row{1};
+Eigen::array<Eigen::Index, 1> const along_row{1}, along_col{0};
 Eigen::array<Eigen::Index, 2> const by_one{rows, 1}, one_by_cols{1, cols};
 Eigen::array<Eigen::Index, 2> const one_row{1, cols}, by_rows{rows, 1};
 
@@ -82,7 +85,23 @@ void eigen_layer_norm(float const* xp, float const* gp, float const* bp, float* 
                       g.reshape(one_row).broadcast(by_rows) +
                   b.reshape(one_row).broadcast(by_rows);
 }
+
+// Batch norm's statistics as an Eigen user writes them: column means, column 1/std (biased
+// variance), then one normalizing pass.
+void eigen_batch_norm(float const* xp, float* yp) {
+  auto& env = eigen();
+  auto& dev = env.dev;
+  EMap2 x(const_cast<float*>(xp), rows, cols), y(yp, rows, cols);
+  auto mu_b = env.col_mu.reshape(one_row).broadcast(by_rows);
+  env.col_mu.device(dev) = x.mean(along_col);
+  env.col_rstd.device(dev) = ((x - mu_b).square().mean(along_col) + static_cast<float>(eps)).rsqrt();
+  y.device(dev) = (x - mu_b) * env.col_rstd.reshape(one_row).broadcast(by_rows);
+}
 #endif
+
+auto batch_norm(sd::Tensor<float, 2> const& x) {
+  return (x - sd::mean(x, 0, sd::keepdim)) * sd::rsqrt(sd::var(x, 0, sd::keepdim, 0.0) + float(eps));
+}
 
 template <class F>
 void timed(benchmark::State& state, F&& f) {
@@ -104,7 +123,16 @@ void BM_softmax_hand(benchmark::State& s) {
 void BM_layer_norm_solder(benchmark::State& s) {
   timed(s, [](Data& d) { d.y = sd::layer_norm(d.x, d.gamma, d.beta, eps); });
 }
+void BM_batch_norm_solder(benchmark::State& s) {
+  timed(s, [](Data& d) { d.y = batch_norm(d.x); });
+}
+void BM_batch_norm_eager(benchmark::State& s) {
+  timed(s, [](Data& d) { d.y = sd::eager(batch_norm(d.x)); });
+}
 #if defined(SOLDER_HAVE_EIGEN)
+void BM_batch_norm_eigen(benchmark::State& s) {
+  timed(s, [](Data& d) { eigen_batch_norm(d.x.data(), d.y.data()); });
+}
 void BM_softmax_eigen(benchmark::State& s) {
   timed(s, [](Data& d) { eigen_softmax(d.x.data(), d.y.data()); });
 }
@@ -127,7 +155,8 @@ void check_peers() {
               sd::kernel_count<decltype(sm)>, sd::eager_kernel_count<decltype(sm)>,
               sd::kernel_count<decltype(ln)>, sd::eager_kernel_count<decltype(ln)>);
   // Double-precision references, row by row.
-  std::vector<float> ref_sm(static_cast<std::size_t>(n)), ref_ln(static_cast<std::size_t>(n));
+  std::vector<float> ref_sm(static_cast<std::size_t>(n)), ref_ln(static_cast<std::size_t>(n)),
+      ref_bn(static_cast<std::size_t>(n));
   float const* x = d.x.data();
   for (std::int64_t r = 0; r < rows; ++r) {
     float const* xr = x + r * cols;
@@ -143,6 +172,15 @@ void check_peers() {
           static_cast<float>((xr[j] - mean) * rstd * d.gamma.data()[j] + d.beta.data()[j]);
     }
   }
+  for (std::int64_t j = 0; j < cols; ++j) {
+    double mean = 0, var = 0;
+    for (std::int64_t r = 0; r < rows; ++r) mean += x[r * cols + j];
+    mean /= rows;
+    for (std::int64_t r = 0; r < rows; ++r) var += (x[r * cols + j] - mean) * (x[r * cols + j] - mean);
+    double rstd = 1.0 / std::sqrt(var / rows + eps);
+    for (std::int64_t r = 0; r < rows; ++r)
+      ref_bn[static_cast<std::size_t>(r * cols + j)] = static_cast<float>((x[r * cols + j] - mean) * rstd);
+  }
   constexpr double sm_atol = 1e-9, sm_rtol = 2e-5, ln_atol = 2e-5, ln_rtol = 2e-5;
   // Every output starts as NaN, so a kernel that skips elements cannot pass on stale values.
   float const nan = std::numeric_limits<float>::quiet_NaN();
@@ -156,6 +194,12 @@ void check_peers() {
   clear();
   d.y = ln;
   sb::check_close("layer_norm: solder vs double reference", d.y.data(), ref_ln.data(), n, ln_atol, ln_rtol);
+  clear();
+  d.y = batch_norm(d.x);
+  sb::check_close("batch_norm: solder vs double reference", d.y.data(), ref_bn.data(), n, ln_atol, ln_rtol);
+  clear();
+  d.y = sd::eager(batch_norm(d.x));
+  sb::check_close("batch_norm: solder eager vs double reference", d.y.data(), ref_bn.data(), n, ln_atol, ln_rtol);
 #if defined(SOLDER_HAVE_EIGEN)
   clear();
   eigen_softmax(x, d.y.data());
@@ -163,6 +207,9 @@ void check_peers() {
   clear();
   eigen_layer_norm(x, d.gamma.data(), d.beta.data(), d.y.data());
   sb::check_close("layer_norm: Eigen vs double reference", d.y.data(), ref_ln.data(), n, ln_atol, ln_rtol);
+  clear();
+  eigen_batch_norm(x, d.y.data());
+  sb::check_close("batch_norm: Eigen vs double reference", d.y.data(), ref_bn.data(), n, ln_atol, ln_rtol);
 #endif
   clear();
   sb::peer::copy_stream(x, d.y.data(), n);
@@ -189,6 +236,11 @@ int main(int argc, char** argv) {
 #if defined(SOLDER_HAVE_EIGEN)
   sb::configure(benchmark::RegisterBenchmark("BM_layer_norm_eigen", BM_layer_norm_eigen), us);
 #endif
+  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_solder", BM_batch_norm_solder), us);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_eigen", BM_batch_norm_eigen), us);
+#endif
+  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_eager", BM_batch_norm_eager), us);
   sb::configure(benchmark::RegisterBenchmark("BM_copy_omp", BM_copy_omp), us);
   sb::configure(benchmark::RegisterBenchmark("BM_copy_stream", BM_copy_stream), us);
 
@@ -208,11 +260,14 @@ int main(int argc, char** argv) {
 #else
   std::printf("ratio layer_norm solder/Eigen: n/a (built without Eigen)\n");
 #endif
+  sb::report_ratio(rep, "batch_norm solder/Eigen", "BM_batch_norm_eigen", "BM_batch_norm_solder", 0);
+  sb::report_ratio(rep, "batch_norm solder/eager", "BM_batch_norm_eager", "BM_batch_norm_solder", 0);
   double c = rep.median_ns("BM_copy_omp"), s = rep.median_ns("BM_copy_stream");
   char const* roof = (s > 0 && (c <= 0 || s < c)) ? "BM_copy_stream" : "BM_copy_omp";
   std::printf("copy roof (16 MiB in + 16 MiB out): %s\n", roof);
   sb::report_fraction(rep, "softmax solder vs copy", roof, "BM_softmax_solder");
   sb::report_fraction(rep, "layer_norm solder vs copy", roof, "BM_layer_norm_solder");
+  sb::report_fraction(rep, "batch_norm solder vs copy", roof, "BM_batch_norm_solder");
   sb::report_fraction(rep, "softmax Eigen vs copy", roof, "BM_softmax_eigen");
   sb::report_fraction(rep, "softmax hand loop vs copy", roof, "BM_softmax_hand");
   return 0;

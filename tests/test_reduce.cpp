@@ -514,6 +514,19 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
       CHECK(si(k) == exact);
     }
   }
+  SECTION("a reduction nested in one over leading dims runs as a column kernel of its own") {
+    // var(x, 0) = sum((x - mean(x, 0))^2, 0) / (n - 1): the mean is a reduction over dim 0 in
+    // the sum's input. Both run apart (a run-time break) as column loops, the mean once.
+    auto x = ref::uniform<float>(-2, 2, 300, 2500);
+    Array X = ref::of(x);
+    auto v = sd::var(x, 0);
+    CHECK_THAT(sd::explain(v), Catch::StartsWith("solder plan: 3 kernels"));  // mean, sum, division
+    // Every term (x - mean)^2 is >= 0: the relative error is about (n + 4) eps.
+    ref::check_close(sd::eval(v), ref::reduce(X, {0}, false, ref::fvar(1)), ref::Tol{304, 0}, "var(x, 0)");
+    sd::Tensor<float, 2> vk = sd::var(x, 0, sd::keepdim, 0.0);
+    CHECK(vk.shape() == sd::Index<2>{1, 2500});
+    ref::check_close(vk, ref::reduce(X, {0}, true, ref::fvar(0)), ref::Tol{304, 0}, "var(x, 0, keepdim, 0)");
+  }
   SECTION("a strided input or output takes the general loop and agrees") {
     auto x = ref::uniform<float>(-2, 2, 2500, 300);
     auto xt = sd::transpose(x, 0, 1);  // [300, 2500], columns not contiguous

@@ -342,6 +342,35 @@ TEMPLATE_TEST_CASE("x - mean(x, dim, keepdim)", "[rows][center]", float, double)
   }
 }
 
+TEST_CASE("batch norm: statistics over leading dims", "[rows][leading]") {
+  // Its reductions fold dim 0: they run as column kernels of their own (a run-time break),
+  // and the normalization reads them as broadcast rows. Two threads share every kernel.
+  sd::set_num_threads(2);
+  constexpr double tiny = 1e-38, eps = 1e-5;
+  auto x = ref::uniform<float>(-1, 3, 300, 2500);
+  auto e = (x - sd::mean(x, 0, sd::keepdim)) * sd::rsqrt(sd::var(x, 0, sd::keepdim, 0.0) + float(eps));
+  static_assert(sd::kernel_count<decltype(e)> == 1);  // by type; by shape: 4 (explain says so)
+  CHECK_THAT(sd::explain(e), Catch::Contains("fold leading dims"));
+  // The reference: layer norm of the transpose, whose normalized dim is then the last one.
+  Array ones({300}, 1.0), zeros({300}, 0.0);
+  Ref r = layer_norm_ref(ref::transpose(ref::of(x), 0, 1), ones, zeros, 1, eps, false);
+  Array rs = ref::transpose(r.scale, 0, 1);
+  ref::check_close(sd::eval(e), ref::transpose(r.y, 0, 1), ref::Tol{0, tiny, 1}, "batch norm [300, 2500]", &rs);
+  // Rank 3 over dims {0, 1}, as BatchNorm1d on [N, C, L] would be over {0, 2} (not trailing).
+  auto y = ref::uniform<float>(-1, 3, 6, 50, 40);
+  int d01[] = {0, 1};
+  auto cy = y - sd::mean(y, d01, sd::keepdim);
+  auto ey = cy * sd::rsqrt(sd::mean(cy * cy, d01, sd::keepdim) + float(eps));
+  Array Y = ref::of(y), Yt({40, 300});
+  for (std::int64_t i = 0; i < 300; ++i)
+    for (std::int64_t k = 0; k < 40; ++k) Yt[k * 300 + i] = Y[i * 40 + k];
+  Ref ry = layer_norm_ref(Yt, ones, zeros, 1, eps, false);
+  Array want(Y.shape), scale(Y.shape);
+  for (std::int64_t i = 0; i < 300; ++i)
+    for (std::int64_t k = 0; k < 40; ++k) want[i * 40 + k] = ry.y[k * 300 + i], scale[i * 40 + k] = ry.scale[k * 300 + i];
+  ref::check_close(sd::eval(ey), want, ref::Tol{0, tiny, 1}, "batch norm [6, 50, 40] over {0, 1}", &scale);
+}
+
 TEST_CASE("row ops on a few long rows use both threads", "[rows][threads]") {
   sd::set_num_threads(2);
   constexpr double tiny = 1e-38;

@@ -10,8 +10,25 @@ template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root);  // backend/cuda/executor.hpp (nvcc only)
 }  // namespace cuda
 
+// Opens the scope of Materialized (eval.hpp) for the outermost kernel of an assignment.
+class MaterializedScope {
+  Materialized own_;
+  bool outermost_ = Materialized::current() == nullptr;
+
+ public:
+  MaterializedScope() {
+    if (outermost_) Materialized::current() = &own_;
+  }
+  ~MaterializedScope() {
+    if (outermost_) Materialized::current() = nullptr;
+  }
+  MaterializedScope(MaterializedScope const&) = delete;
+  MaterializedScope& operator=(MaterializedScope const&) = delete;
+};
+
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
+  MaterializedScope scope;
   if constexpr (std::is_same_v<typename OutTensor::device_type, Host>) host::run_kernel(out, root);
   else cuda::run_kernel(out, root);
 }

@@ -295,6 +295,41 @@ struct RecallEval;
 template <class N>
 auto materialize(N const& n);
 
+// The reductions materialized while one assignment runs, by node id, so that a reduction read
+// by several breaks is computed once (rule 4): twice in one kernel (the mean in var's
+// (x - mean) * (x - mean)), or by several kernels of a run-time break (softmax's max, read by
+// its sum's kernel and by the output's). The outermost kernel of an assignment opens the scope
+// (MaterializedScope, assign.hpp); the kernels its breaks run share it. Host code only.
+struct Materialized {
+  struct Entry {
+    std::uint64_t id;
+    void const* type;
+    std::shared_ptr<void const> tensor;  // a copy of the tensor object: shares its storage
+  };
+  std::vector<Entry> entries;
+  static Materialized*& current() {
+    thread_local Materialized* scope = nullptr;
+    return scope;
+  }
+};
+
+// A break's tensor: a reduction already materialized in this assignment is read again.
+template <class N>
+auto materialize_once(N const& n) {
+  Materialized* scope = Materialized::current();
+  if constexpr (is_reduce<N>::value) {
+    using T = decltype(materialize(n));
+    if (scope)
+      for (auto const& e : scope->entries)
+        if (e.id == n.id && e.type == type_key<T>()) return *static_cast<T const*>(e.tensor.get());
+    T t = materialize(n);
+    if (scope) scope->entries.push_back({n.id, type_key<T>(), std::make_shared<T const>(t)});
+    return t;
+  } else {
+    return materialize(n);
+  }
+}
+
 // A reduction fused into the kernel: its input is evaluated in the input's own index space.
 template <int D, bool Split, class Root = void, bool InReduce = false, class N>
 auto make_reduce_eval(N const& n, Temps& temps) {
@@ -329,7 +364,7 @@ auto make_reduce_eval(N const& n, Temps& temps) {
 template <int D, bool InReduce, bool Split, class Root, class N>
 auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
   if constexpr (is_break<N, D, InReduce, Split>()) {
-    auto t = materialize(n);
+    auto t = materialize_once(n);
     temps.push_back(t.storage());
     return leaf_eval<D>(t, dom);
   } else if constexpr (is_leaf<N>::value) {

@@ -18,6 +18,7 @@ namespace detail {
 
 struct KernelInfo {
   std::string kind, shape, dtype, expr, reason, shared;
+  std::string split_reason;  // why its reductions run as kernels of their own (run-time break)
   int fused = 0;
   std::int64_t read = 0, written = 0;
   std::set<void const*> inputs;  // counted once per kernel however often they are used
@@ -27,6 +28,7 @@ struct KernelInfo {
 struct Explainer {
   std::vector<KernelInfo> kernels;
   std::map<void const*, std::string> names;  // storage -> "in0", "in1", ...
+  std::map<std::uint64_t, int> materialized;  // reduction id -> the kernel that produced it
   std::ostringstream dot;
   int dot_id = 0, clusters = 0;
 
@@ -62,10 +64,16 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
 template <int D, bool InReduce, bool Split, class N>
 std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, int cl) {
   if constexpr (is_break<N, D, InReduce, Split>()) {
-    int producer = plan_kernel(n, x, Split ? std::string(N::name()) +
-                                                 ": the kernel's reductions are broadcast along "
-                                                 "different dims for these shapes (run-time break)"
-                                           : break_reason<N, D, InReduce>());
+    // A reduction that several breaks read is materialized once (backend/eval.hpp).
+    auto made = x.materialized.find(n.id);
+    int producer = 0;
+    if (made != x.materialized.end()) {
+      producer = made->second;
+    } else {
+      producer = plan_kernel(n, x, Split ? std::string(N::name()) + ": " + k.split_reason + " (run-time break)"
+                                         : break_reason<N, D, InReduce>());
+      x.materialized[n.id] = producer;
+    }
     k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
     int id = x.node("kernel " + std::to_string(producer) + " result", cl);
     return {"#" + std::to_string(producer), id};
@@ -130,8 +138,13 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   KernelInfo k;
   k.reason = std::move(reason);
   int cl = x.clusters++;
-  bool agree = true;
-  Lines<D> lines = plan_lines<D, false>(n, n.shape(), agree);
+  RunTimeBreak split = RunTimeBreak::none;
+  Lines<D> lines = plan_lines<D, false>(n, n.shape(), split);
+  bool agree = split == RunTimeBreak::none;
+  k.split_reason = split == RunTimeBreak::disagree
+                       ? "the kernel's reductions are broadcast along different dims for these shapes"
+                       : "the kernel's reductions fold leading dims: on their own they read rows, "
+                         "not strided columns";
   k.expr = agree ? describe_node<D, false, false>(n, x, k, cl).first
                  : describe_node<D, false, true>(n, x, k, cl).first;
   k.shape = shape_string<D>(n.shape());

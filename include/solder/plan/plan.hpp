@@ -177,15 +177,45 @@ bool nested_reductions_agree(R const& r) {
   return ok;
 }
 
+// Whether a reduction nested in r's input (at any depth) folds dims that are not its input's
+// last ones; folds_leading_dims: r itself or one nested in it. (Axes are sorted and distinct:
+// they are the last ones when the first is F - NA.)
+template <class R>
+bool folds_leading_dims(R const& r);
+template <class R>
+bool nested_fold_leading_dims(R const& r) {
+  bool leading = false;
+  for_each_fused_reduce<decltype(r.child)::rank, true>(r.child, [&](auto const& inner) {
+    leading = leading || folds_leading_dims(inner);
+  });
+  return leading;
+}
+template <class R>
+bool folds_leading_dims(R const& r) {
+  return r.axes[0] != decltype(r.child)::rank - R::naxes || nested_fold_leading_dims(r);
+}
+
+// Why a kernel cannot run as planned for the shapes it is given. It then runs its other
+// compiled variant (a run-time break): every reduction below its root is a kernel of its own,
+// and the rest reads their results.
+enum class RunTimeBreak {
+  none,
+  // two fused reductions are broadcast along different dims, or a nested one varies along
+  // its outer one's dims: no lines serve them all;
+  disagree,
+  // a reduction below the root folds leading dims (batch norm's mean(x, 0), the mean inside
+  // var(x, 0)): fused, each of its outputs would walk its column with a stride, one at a
+  // time; on its own it is a column reduction, and what reads it walks rows.
+  leading_dims,
+};
+
 // The lines of a kernel: every axis along which a fused reduction is broadcast. Each fused
-// reduction must have extent 1 on all of them, or its value would vary inside a line.
-// `agree` is false when the shapes break that (two reductions broadcast along different dims,
-// or a nested one varying along its outer one's dims): the executor then evaluates the
-// reductions as kernels of their own — a run-time break that explain() reports.
+// reduction must have extent 1 on all of them, or its value would vary inside a line. `split`
+// says when the kernel breaks instead (RunTimeBreak): the executors do, and explain() says so.
 template <int D, bool InReduce, class N>
-Lines<D> plan_lines(N const& root, Index<D> const& domain, bool& agree) {
+Lines<D> plan_lines(N const& root, Index<D> const& domain, RunTimeBreak& split) {
   Lines<D> lines;
-  agree = true;
+  bool agree = true, leading = false;
   for_each_fused_reduce<D, InReduce>(root, [&](auto const& r) {
     auto const& s = r.shape();
     for (int i = 0; i < D; ++i)
@@ -195,7 +225,13 @@ Lines<D> plan_lines(N const& root, Index<D> const& domain, bool& agree) {
     auto const& s = r.shape();
     for (int i = 0; i < D; ++i) agree = agree && (!lines.axis[i] || s[i] == 1);
     agree = agree && nested_reductions_agree(r);
+    // The root may fold leading dims itself (sum(x, 0): a column reduction), not below it.
+    bool root_itself = static_cast<void const*>(&r) == static_cast<void const*>(&root);
+    leading = leading || (root_itself ? nested_fold_leading_dims(r) : folds_leading_dims(r));
   });
+  split = !agree ? RunTimeBreak::disagree
+          : leading ? RunTimeBreak::leading_dims
+                    : RunTimeBreak::none;
   return lines;
 }
 

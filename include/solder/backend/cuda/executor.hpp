@@ -253,10 +253,10 @@ void run_kernel(OutTensor& out, N const& root) {
   constexpr int D = N::rank;
   Index<D> const& dom = out.shape();
   if (numel_of<D>(dom) == 0) return;
-  bool agree = true;
-  Lines<D> lines = plan_lines<D, false>(root, dom, agree);
+  RunTimeBreak split = RunTimeBreak::none;
+  Lines<D> lines = plan_lines<D, false>(root, dom, split);
   Temps temps;  // breaks' storage: freed in stream order after this kernel
-  if (!agree) {  // run-time break: the reductions get kernels of their own (plan.hpp)
+  if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
     if constexpr (is_reduce<N>::value) {
       auto ev = make_reduce_eval<D, true>(root, temps);
       launch(out, ev, Lines<D>{});

@@ -285,6 +285,13 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   }
   // Outputs [b, e) of the column form into out[b, e): a tile of outputs is folded side by side,
   // one input row at a time, each output taking its terms in the order prepare() does.
+  // One input row into the tile's accumulators. (A function of its own: inlined into the row
+  // loop, g++ 12 loses track of the inputs' pointers and gathers every value.)
+  [[gnu::noinline]] static void fold_row(A* __restrict acc, Child const& c, std::int64_t n,
+                                         std::int64_t r) {
+    SOLDER_SIMD
+    for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
+  }
   template <class OutT>
   void write_columns(OutT* out, std::int64_t b, std::int64_t e) const {
     constexpr std::int64_t tile = 1024;
@@ -297,8 +304,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       for (std::int64_t a = F - 1, o = t0; a >= NA; --a) f[a] = o % fdom[a], o /= fdom[a];
       for (std::int64_t r = 0; r < count; ++r) {
         c.begin_line(f);
-        SOLDER_SIMD
-        for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
+        fold_row(acc, c, n, r);
         for (int a = NA - 1; a >= 0; --a) {  // the next reduced index
           if (++f[a] < fdom[a]) break;
           f[a] = 0;

@@ -189,13 +189,14 @@ template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
   constexpr int D = N::rank;
   Index<D> const& dom = out.shape();
-  bool agree = true;
-  Lines<D> lines = plan_lines<D, false>(root, dom, agree);
+  RunTimeBreak split = RunTimeBreak::none;
+  Lines<D> lines = plan_lines<D, false>(root, dom, split);
   Temps temps;
-  if (!agree) {  // run-time break: the reductions get kernels of their own (plan.hpp)
+  if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
     if constexpr (is_reduce<N>::value) {
       auto ev = make_reduce_eval<D, true>(root, temps);
-      run_eval(out, ev, Lines<D>{}, true, numel_of<decltype(root.child)::rank>(root.child.shape()));
+      std::int64_t work = numel_of<decltype(root.child)::rank>(root.child.shape());
+      if (!write_columns(out, ev, work)) run_eval(out, ev, Lines<D>{}, true, work);
     } else {
       auto ev = make_eval<D, false, true>(root, dom, temps);
       run_eval(out, ev, Lines<D>{}, false, numel_of<D>(dom));
@@ -209,7 +210,7 @@ void run_kernel(OutTensor& out, N const& root) {
     has_reduce = true;
     work = std::max(work, numel_of<decltype(r.child)::rank>(r.child.shape()));
   });
-  if constexpr (is_reduce<N>::value) {  // (nested reductions would need preparing per output)
+  if constexpr (is_reduce<N>::value) {  // (nested ones would need preparing per output: split)
     using C = decltype(root.child);
     if constexpr (!has_fused_reduce<C, C::rank, true>())
       if (write_columns(out, ev, work)) return;
