@@ -266,7 +266,7 @@ TEST_CASE("a break used twice is materialized once (rule 4)", "[plan][rule4]") {
   // node (they may be sum(x, 0) and sum(y, 0)), so it counts each use: an upper bound here.
   static_assert(sd::kernel_count<decltype(e)> == 3);
   CHECK(count_of(t, "break: materialized because") == 1);
-  CHECK(count_of(t, "#0") == 2);  // both uses read kernel 0's result
+  CHECK(contains(t, "add(#0, mul(in0[4, 6], #0))"));  // both uses read kernel 0's result
   Array cs = ref::reduce(ref::of(x), {0}, false, ref::fsum);
   ref::check_close(sd::eval(e), ref::map([](double c, double u) { return c + u * c; }, cs, ref::of(x)),
                    ref::Tol{16, 1e-6}, "s + x * s");
