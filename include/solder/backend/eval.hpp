@@ -299,7 +299,8 @@ auto materialize(N const& n);
 // by several breaks is computed once (rule 4): twice in one kernel (the mean in var's
 // (x - mean) * (x - mean)), or by several kernels of a run-time break (softmax's max, read by
 // its sum's kernel and by the output's). The outermost kernel of an assignment opens the scope
-// (MaterializedScope, assign.hpp); the kernels its breaks run share it. Host code only.
+// (MaterializedScope, assign.hpp); the kernels its breaks run share it. (Host-side code: it
+// runs where kernels are launched, never inside one.)
 struct Materialized {
   struct Entry {
     std::uint64_t id;

@@ -283,8 +283,6 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     for (int k = NA; k < F; ++k) m *= fdom[k];
     return m;
   }
-  // Outputs [b, e) of the column form into out[b, e): a tile of outputs is folded side by side,
-  // one input row at a time, each output taking its terms in the order prepare() does.
   // One input row into the tile's accumulators. (A function of its own: inlined into the row
   // loop, g++ 12 loses track of the inputs' pointers and gathers every value.)
   [[gnu::noinline]] static void fold_row(A* __restrict acc, Child const& c, std::int64_t n,
@@ -292,6 +290,8 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     SOLDER_SIMD
     for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
   }
+  // Outputs [b, e) of the column form into out[b, e): a tile of outputs is folded side by side,
+  // one input row at a time, each output taking its terms in the order prepare() does.
   template <class OutT>
   void write_columns(OutT* out, std::int64_t b, std::int64_t e) const {
     constexpr std::int64_t tile = 1024;
