@@ -1,8 +1,9 @@
 // Reductions. The headline: a full sum of 64M floats (256 MiB, read once) against the read
 // roof — a hand-written OpenMP AVX-512 (or AVX2) loop with eight independent vector
 // accumulators, the fastest read this machine does. Target (issue): >= 0.85 of the roof.
-// For information: Eigen's full sum, and a row sum [4096,1024] -> [4096] and a column sum
-// [4096,1024] -> [1024] in solder and Eigen.
+// For information: Eigen's full sum, and a row sum [4096,1024] -> [4096], a column sum
+// [4096,1024] -> [1024] and a sum over the middle dim [32,512,1024] -> [32,1024] (pooling over
+// tokens) in solder and Eigen.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -24,12 +25,15 @@ namespace {
 
 constexpr std::int64_t n = std::int64_t{1} << 26;  // 64M floats, 256 MiB
 constexpr std::int64_t rows = 4096, cols = 1024;
+constexpr std::int64_t batch = 32, tokens = 512;  // the middle-dim sum: [batch, tokens, cols]
 
 struct Data {
   sd::Tensor<float, 1> x = sd::rand<float>(sd::shape(n), 0.f, 1.f);
   sd::Tensor<float, 2> m = sd::rand<float>(sd::shape(rows, cols), -1.f, 1.f);
   sd::Tensor<float, 0> s;
   sd::Tensor<float, 1> row{rows}, col{cols};
+  sd::Tensor<float, 3> t = sd::rand<float>(sd::shape(batch, tokens, cols), -1.f, 1.f);
+  sd::Tensor<float, 2> pooled{batch, cols};
 };
 Data& data() {
   static Data d;
@@ -58,6 +62,11 @@ void eigen_sum_dim(float const* mp, float* out, Eigen::Index dim) {
   EMap<1> o(out, dim == 1 ? rows : cols);
   o.device(eigen().dev) = m.sum(Eigen::array<Eigen::Index, 1>{dim});
 }
+void eigen_sum_middle(float const* tp, float* out) {
+  EMap<3> t(const_cast<float*>(tp), batch, tokens, cols);
+  EMap<2> o(out, batch, cols);
+  o.device(eigen().dev) = t.sum(Eigen::array<Eigen::Index, 1>{1});
+}
 #endif
 
 void BM_sum_solder(benchmark::State& state) {
@@ -80,7 +89,7 @@ void BM_read_roof(benchmark::State& state) {
 void BM_row_sum_solder(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-  d.row = sd::sum(d.m, 1);
+    d.row = sd::sum(d.m, 1);
     benchmark::DoNotOptimize(d.row.data());
     benchmark::ClobberMemory();
   }
@@ -89,11 +98,20 @@ void BM_row_sum_solder(benchmark::State& state) {
 void BM_col_sum_solder(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-  d.col = sd::sum(d.m, 0);
+    d.col = sd::sum(d.m, 0);
     benchmark::DoNotOptimize(d.col.data());
     benchmark::ClobberMemory();
   }
   sb::set_bytes(state, static_cast<double>(rows * cols + cols) * sizeof(float));
+}
+void BM_middle_sum_solder(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    d.pooled = sd::sum(d.t, 1);
+    benchmark::DoNotOptimize(d.pooled.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, static_cast<double>(batch * tokens * cols + batch * cols) * sizeof(float));
 }
 #if defined(SOLDER_HAVE_EIGEN)
 void BM_sum_eigen(benchmark::State& state) {
@@ -107,7 +125,7 @@ void BM_sum_eigen(benchmark::State& state) {
 void BM_row_sum_eigen(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-  eigen_sum_dim(d.m.data(), d.row.data(), 1);
+    eigen_sum_dim(d.m.data(), d.row.data(), 1);
     benchmark::DoNotOptimize(d.row.data());
     benchmark::ClobberMemory();
   }
@@ -116,11 +134,20 @@ void BM_row_sum_eigen(benchmark::State& state) {
 void BM_col_sum_eigen(benchmark::State& state) {
   auto& d = data();
   for (auto _ : state) {
-  eigen_sum_dim(d.m.data(), d.col.data(), 0);
+    eigen_sum_dim(d.m.data(), d.col.data(), 0);
     benchmark::DoNotOptimize(d.col.data());
     benchmark::ClobberMemory();
   }
   sb::set_bytes(state, static_cast<double>(rows * cols + cols) * sizeof(float));
+}
+void BM_middle_sum_eigen(benchmark::State& state) {
+  auto& d = data();
+  for (auto _ : state) {
+    eigen_sum_middle(d.t.data(), d.pooled.data());
+    benchmark::DoNotOptimize(d.pooled.data());
+    benchmark::ClobberMemory();
+  }
+  sb::set_bytes(state, static_cast<double>(batch * tokens * cols + batch * cols) * sizeof(float));
 }
 #endif
 
@@ -140,7 +167,8 @@ void check_peers() {
   float roof = sb::peer::read_sum(d.x.data(), n);
   sb::check_close("full sum: read roof loop vs double", &roof, &ref_f, 1, 0, rtol);
 
-  std::vector<float> rref(static_cast<std::size_t>(rows)), cref(static_cast<std::size_t>(cols));
+  std::vector<float> rref(static_cast<std::size_t>(rows)), cref(static_cast<std::size_t>(cols)),
+      pref(static_cast<std::size_t>(batch * cols));
   {
     std::vector<double> c(static_cast<std::size_t>(cols), 0.0);
     float const* m = d.m.data();
@@ -150,6 +178,13 @@ void check_peers() {
       rref[static_cast<std::size_t>(r)] = static_cast<float>(s);
     }
     for (std::int64_t j = 0; j < cols; ++j) cref[static_cast<std::size_t>(j)] = static_cast<float>(c[static_cast<std::size_t>(j)]);
+    float const* t = d.t.data();
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        double s = 0;
+        for (std::int64_t k = 0; k < tokens; ++k) s += t[(b * tokens + k) * cols + j];
+        pref[static_cast<std::size_t>(b * cols + j)] = static_cast<float>(s);
+      }
   }
   constexpr double atol = 1e-3;  // sums of +-1 values: |sum| ~ 20..60, float error ~1e-5
   // Outputs start as NaN, so a kernel that skips elements cannot pass on stale values.
@@ -157,6 +192,7 @@ void check_peers() {
   auto clear = [&] {
     sb::peer::fill(d.row.data(), rows, nan);
     sb::peer::fill(d.col.data(), cols, nan);
+    sb::peer::fill(d.pooled.data(), batch * cols, nan);
   };
   clear();
   d.row = sd::sum(d.m, 1);
@@ -164,6 +200,9 @@ void check_peers() {
   clear();
   d.col = sd::sum(d.m, 0);
   sb::check_close("column sum: solder vs double", d.col.data(), cref.data(), cols, atol);
+  clear();
+  d.pooled = sd::sum(d.t, 1);
+  sb::check_close("middle-dim sum: solder vs double", d.pooled.data(), pref.data(), batch * cols, atol);
 #if defined(SOLDER_HAVE_EIGEN)
   float e = eigen_sum(d.x.data());
   sb::check_close("full sum: Eigen vs double", &e, &ref_f, 1, 0, rtol);
@@ -173,6 +212,9 @@ void check_peers() {
   clear();
   eigen_sum_dim(d.m.data(), d.col.data(), 0);
   sb::check_close("column sum: Eigen vs double", d.col.data(), cref.data(), cols, atol);
+  clear();
+  eigen_sum_middle(d.t.data(), d.pooled.data());
+  sb::check_close("middle-dim sum: Eigen vs double", d.pooled.data(), pref.data(), batch * cols, atol);
 #endif
 }
 
@@ -196,6 +238,10 @@ int main(int argc, char** argv) {
 #if defined(SOLDER_HAVE_EIGEN)
   sb::configure(benchmark::RegisterBenchmark("BM_col_sum_eigen", BM_col_sum_eigen), us);
 #endif
+  sb::configure(benchmark::RegisterBenchmark("BM_middle_sum_solder", BM_middle_sum_solder), us);
+#if defined(SOLDER_HAVE_EIGEN)
+  sb::configure(benchmark::RegisterBenchmark("BM_middle_sum_eigen", BM_middle_sum_eigen), us);
+#endif
 
   sb::MedianReporter rep;
   if (!sb::run_benchmarks(argc, argv, rep)) return 1;
@@ -209,6 +255,7 @@ int main(int argc, char** argv) {
   sb::report_ratio(rep, "full sum solder/Eigen", "BM_sum_eigen", "BM_sum_solder", 0);
   sb::report_ratio(rep, "row sum solder/Eigen", "BM_row_sum_eigen", "BM_row_sum_solder", 0);
   sb::report_ratio(rep, "column sum solder/Eigen", "BM_col_sum_eigen", "BM_col_sum_solder", 0);
+  sb::report_ratio(rep, "middle-dim sum solder/Eigen", "BM_middle_sum_eigen", "BM_middle_sum_solder", 0);
 #endif
   return 0;
 }

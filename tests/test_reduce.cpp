@@ -514,6 +514,40 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
       CHECK(si(k) == exact);
     }
   }
+  SECTION("reduced dims in the middle: each run of columns folded on its own, bit for bit") {
+    // [5, 37, 1100] over dim 1: 5 runs of 1100 columns (a full tile and a partial one each);
+    // the threads' shares of the 5500 outputs cross runs.
+    auto x = ref::uniform<float>(-2, 2, 5, 37, 1100);
+    x(4, 20, 1090) = 9.f;
+    sd::Tensor<float, 2> s = sd::sum(x, 1);
+    sd::Tensor<std::int64_t, 2> am = sd::argmax(x, 1);
+    for (std::int64_t b = 0; b < 5; ++b)
+      for (std::int64_t c = 0; c < 1100; ++c) {
+        float acc = 0, best = -std::numeric_limits<float>::infinity();
+        std::int64_t at = 0;
+        for (std::int64_t t = 0; t < 37; ++t) {
+          acc += x(b, t, c);
+          if (x(b, t, c) > best) best = x(b, t, c), at = t;
+        }
+        INFO("output " << b << ", " << c);
+        CHECK(s(b, c) == acc);
+        CHECK(am(b, c) == at);
+      }
+    CHECK(am(4, 1090) == 20);
+    // [3, 6, 4, 300] over {0, 2}: reduced and kept dims interleave before the run of columns.
+    auto y = ref::uniform<float>(-2, 2, 3, 6, 4, 300);
+    int d02[] = {0, 2};
+    sd::Tensor<float, 4> sk = sd::sum(y, d02, sd::keepdim);
+    CHECK(sk.shape() == sd::Index<4>{1, 6, 1, 300});
+    for (std::int64_t b = 0; b < 6; ++b)
+      for (std::int64_t d = 0; d < 300; ++d) {
+        float acc = 0;
+        for (std::int64_t a = 0; a < 3; ++a)
+          for (std::int64_t c = 0; c < 4; ++c) acc += y(a, b, c, d);
+        INFO("output " << b << ", " << d);
+        CHECK(sk(0, b, 0, d) == acc);
+      }
+  }
   SECTION("a reduction nested in one over leading dims runs as a column kernel of its own") {
     // var(x, 0) = sum((x - mean(x, 0))^2, 0) / (n - 1): the mean is a reduction over dim 0 in
     // the sum's input. Both run apart (a run-time break) as column loops, the mean once.

@@ -194,12 +194,18 @@ TEMPLATE_TEST_CASE("softmax and log_softmax over the last dim and over dim 0", "
   }
   SECTION("a middle dim of a rank-3 tensor") {
     constexpr double tiny = static_cast<double>(std::numeric_limits<T>::min());
-    auto x = ref::uniform<T>(-5, 5, 3, 37, 4);
-    Array X = ref::of(x);
-    Ref r = softmax_ref<T>(X, 1, false);
-    ref::check_close(sd::eval(sd::softmax(x, 1)), r.y, ref::Tol{0, tiny, 1}, "softmax [3,37,4] dim 1", &r.scale);
-    Ref l = log_softmax_ref<T>(X, -2, false);
-    ref::check_close(sd::eval(sd::log_softmax(x, -2)), l.y, ref::Tol{0, tiny, 1}, "log_softmax dim -2", &l.scale);
+    // Its max and sum run as column kernels of their own (a run-time break): runs of 4 columns,
+    // and runs of 1100 (a full tile and a partial one) that the threads' shares cut across.
+    sd::set_num_threads(2);
+    for (std::int64_t cols : {4, 1100}) {
+      auto x = ref::uniform<T>(-5, 5, 3, 37, cols);
+      Array X = ref::of(x);
+      std::string S = "[3,37," + std::to_string(cols) + "]";
+      Ref r = softmax_ref<T>(X, 1, false);
+      ref::check_close(sd::eval(sd::softmax(x, 1)), r.y, ref::Tol{0, tiny, 1}, "softmax " + S + " dim 1", &r.scale);
+      Ref l = log_softmax_ref<T>(X, -2, false);
+      ref::check_close(sd::eval(sd::log_softmax(x, -2)), l.y, ref::Tol{0, tiny, 1}, "log_softmax " + S + " dim -2", &l.scale);
+    }
   }
   SECTION("rows sum to one") {
     auto x = ref::uniform<T>(-30, 30, 9, 1000);

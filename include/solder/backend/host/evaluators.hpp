@@ -272,15 +272,16 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   void set_split(bool s) { split = s; }
   bool same(ReduceEval const& o) const { return id == o.id; }
 
-  // Column form (executor.hpp: write_columns): the reduced axes lead and the kept ones are one
-  // run of the input. Returns the run's length (the number of outputs), or -1.
+  // Column form (executor.hpp: write_columns): the input's axes after the last reduced one are
+  // kept and are one contiguous run (the columns); the axes before it, reduced or kept, are
+  // walked a row at a time. Column sums, sum(x, 1) of [B, T, C]. Returns the number of outputs,
+  // or -1.
   std::int64_t columns() const {
-    if (block) return -1;
-    for (int k = 0; k < NA; ++k)
-      if (axes[k] != k) return -1;
-    if (!child.contiguous(NA, fdom)) return -1;
+    int after = axes[NA - 1] + 1;
+    if (block || after == F || !child.contiguous(after, fdom)) return -1;
     std::int64_t m = 1;
-    for (int k = NA; k < F; ++k) m *= fdom[k];
+    for (int k = 0; k < F; ++k)
+      if (src[k] >= 0) m *= fdom[k];
     return m;
   }
   // One input row into the tile's accumulators. (A function of its own: inlined into the row
@@ -290,24 +291,29 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     SOLDER_SIMD
     for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
   }
-  // Outputs [b, e) of the column form into out[b, e): a tile of outputs is folded side by side,
-  // one input row at a time, each output taking its terms in the order prepare() does.
+  // Outputs [b, e) of the column form into out[b, e): a tile of outputs within one run of
+  // columns is folded side by side, one input row at a time, each output taking its terms in
+  // the order prepare() does.
   template <class OutT>
   void write_columns(OutT* out, std::int64_t b, std::int64_t e) const {
     constexpr std::int64_t tile = 1024;
+    std::int64_t run = 1;
+    for (int k = axes[NA - 1] + 1; k < F; ++k) run *= fdom[k];
     Child c = child;
     A acc[tile];
-    for (std::int64_t t0 = b; t0 < e; t0 += tile) {
-      std::int64_t n = std::min(tile, e - t0);
+    for (std::int64_t t0 = b, n; t0 < e; t0 += n) {
+      n = std::min({tile, e - t0, run - t0 % run});
       for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::template identity<A>();
       Index<F> f{};
-      for (std::int64_t a = F - 1, o = t0; a >= NA; --a) f[a] = o % fdom[a], o /= fdom[a];
+      std::int64_t o = t0;
+      for (int a = F - 1; a >= 0; --a)
+        if (src[a] >= 0) f[a] = o % fdom[a], o /= fdom[a];
       for (std::int64_t r = 0; r < count; ++r) {
         c.begin_line(f);
         fold_row(acc, c, n, r);
         for (int a = NA - 1; a >= 0; --a) {  // the next reduced index
-          if (++f[a] < fdom[a]) break;
-          f[a] = 0;
+          if (++f[axes[a]] < fdom[axes[a]]) break;
+          f[axes[a]] = 0;
         }
       }
       for (std::int64_t k = 0; k < n; ++k)

@@ -4,7 +4,8 @@
 //     (the whole tensor when everything is contiguous) with a vectorized inner loop;
 //   * lines: fused reductions are prepared once per line, then the line is written
 //     (softmax, layer norm: reductions broadcast back along the axes they reduced);
-//   * columns: a reduction over leading dims folds a tile of outputs a row at a time;
+//   * columns: a reduction whose input ends in kept dims folds a tile of outputs a row at a
+//     time (column sums, sum(x, 1) of [B, T, C]);
 //   * general: any strides and broadcasts, index by index.
 // Work is split statically over threads, so results are deterministic for a thread count;
 // small kernels never fork threads.
@@ -163,9 +164,9 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
   drive<OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, work);
 }
 
-// A reduction over leading dims whose kept dims are one contiguous run of its input and of the
-// output (column sums): outputs are folded side by side, a row at a time, instead of each
-// walking its column with a stride; threads share out the outputs. Each output takes its terms
+// A reduction whose input ends in kept dims that are one contiguous run (column sums, sum(x, 1)
+// of [B, T, C]), into a contiguous output: outputs are folded side by side, a row at a time,
+// instead of each walking its column with a stride; threads share out the outputs. Each output takes its terms
 // in the same order as in prepare(), so the results are the same. False: not that shape.
 template <class OutTensor, class Ev>
 bool write_columns(OutTensor& out, Ev const& ev, std::int64_t work) {
