@@ -277,6 +277,60 @@ TEST_CASE("a break used twice is materialized once (rule 4)", "[plan][rule4]") {
   CHECK(explained_kernels(ts) == 2);
 }
 
+// Rule 4 for reductions written apart: equal ones (same op, dims, tensors and element-wise ops)
+// share one id (plan/common_reductions.hpp). What differs must stay apart: a wrong match would
+// silently give wrong values, so those cases check values.
+TEST_CASE("equal reductions written apart are computed once", "[plan][rule4][common]") {
+  sd::set_num_threads(2);
+  auto x = ref::uniform<float>(-2, 2, 300, 2500);
+  Array X = ref::of(x);
+  Array rowsum = ref::reduce(X, {1}, true, ref::fsum);
+  SECTION("batch norm: var's own mean is the user's mean") {
+    auto bn = (x - sd::mean(x, 0, sd::keepdim)) * sd::rsqrt(sd::var(x, 0, sd::keepdim, 0) + 1e-5f);
+    std::string t = sd::explain(bn);
+    INFO(t);
+    CHECK(explained_kernels(t) == 3);  // the mean, var's sum, the output (test_rows checks values)
+    CHECK(count_of(t, "mean#0(in0[300, 2500], dim=[0], keepdim)") == 1);
+  }
+  SECTION("in one row kernel, two equal means are folded once") {
+    auto c = (x - sd::mean(x, 1, sd::keepdim)) * (x - sd::mean(x, 1, sd::keepdim));
+    std::string t = sd::explain(c);
+    INFO(t);
+    CHECK(explained_kernels(t) == 1);
+    CHECK(contains(t, "mean#0 (reused)"));
+    Array m = ref::reduce(X, {1}, true, ref::fmean);
+    ref::check_close(sd::eval(c), ref::map([](double v, double mu) { return (v - mu) * (v - mu); }, X, m),
+                     ref::Tol{16, 1e-5}, "(x - mean)^2 written twice");
+  }
+  SECTION("reductions that differ stay apart") {
+    auto y = x.clone();  // equal values, other storage
+    auto e1 = sd::sum(x, 1, sd::keepdim) - sd::sum(y * 1.f, 1, sd::keepdim) + sd::sum(y, 1, sd::keepdim);
+    std::string t1 = sd::explain(e1);
+    INFO(t1);
+    CHECK_FALSE(contains(t1, "(reused)"));
+    auto e2 = sd::sum(x * 2.f, 1, sd::keepdim) - sd::sum(x * 3.f, 1, sd::keepdim);  // numbers
+    auto half = sd::slice(x, 0, 0, 150), rest = sd::slice(x, 0, 150, 300);  // views of one storage
+    auto e3 = sd::sum(half, 1, sd::keepdim) - sd::sum(rest, 1, sd::keepdim);
+    auto e4 = sd::max(x, 1, sd::keepdim) + sd::max(x, 0, sd::keepdim);  // dims
+    auto z = ref::uniform<float>(-2, 2, 50, 50);  // one pointer and shape, other strides
+    auto e5 = sd::sum(z, 1, sd::keepdim) - sd::sum(sd::transpose(z, 0, 1), 1, sd::keepdim);
+    CHECK_FALSE(contains(sd::explain(e2), "(reused)"));
+    CHECK_FALSE(contains(sd::explain(e3), "(reused)"));
+    ref::check_close(sd::eval(e1), rowsum, ref::Tol{16, 1e-4}, "x, y * 1 and y");
+    ref::check_close(sd::eval(e2), ref::map([](double s) { return -s; }, rowsum), ref::Tol{16, 1e-4}, "x * 2 and x * 3");
+    Array h = ref::reduce(ref::of(sd::eval(half * 1.f)), {1}, true, ref::fsum);
+    Array r = ref::reduce(ref::of(sd::eval(rest * 1.f)), {1}, true, ref::fsum);
+    ref::check_close(sd::eval(e3), ref::map([](double a, double b) { return a - b; }, h, r), ref::Tol{16, 1e-4}, "two halves");
+    Array mr = ref::reduce(X, {1}, true, ref::fmax), mc = ref::reduce(X, {0}, true, ref::fmax);
+    ref::check_close(sd::eval(e4), ref::map([](double a, double b) { return a + b; }, mr, mc),
+                     ref::Tol{1, 0}, "max over dim 1 and over dim 0");
+    Array Z = ref::of(z);
+    Array zr = ref::reduce(Z, {1}, true, ref::fsum), zc = ref::reduce(Z, {0}, true, ref::fsum);
+    ref::check_close(sd::eval(e5), ref::map([](double a, double b) { return a - b; }, zr, ref::transpose(zc, 0, 1)),
+                     ref::Tol{16, 1e-5}, "z and its transpose");
+  }
+}
+
 TEST_CASE("assignments whose output aliases an input", "[plan][alias]") {
   sd::set_num_threads(2);
   SECTION("y = transpose(y) * 1 on a square y gives the transpose") {

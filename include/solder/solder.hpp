@@ -24,6 +24,7 @@
 #include "expr/rows.hpp"
 
 #include "plan/plan.hpp"
+#include "plan/common_reductions.hpp"
 #include "core/views.hpp"
 
 #include "backend/eval.hpp"

@@ -1,6 +1,7 @@
 // Storing an expression into a tensor: the checks every backend shares, the aliasing rule, and
 // the hand-off to the executor of the tensor's device (host: OpenMP; cuda: kernels).
 #pragma once
+#include "../plan/common_reductions.hpp"
 #include "eval.hpp"
 
 namespace solder::detail {
@@ -84,14 +85,16 @@ void assign(Dst& dst, Src const& src) {
                 "tensor it is stored into (move them with .to<>())");
   check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
         " into a tensor of shape ", shape_string<R>(dst.shape()));
-  if (overlaps<R, false>(node, dst)) {
-    using T = canonical_t<typename N::value_type>;
-    BasicTensor<T, dynamic_extents<R>(), Device> tmp(node.shape());
-    run_kernel(tmp, node);
-    run_kernel(dst, Leaf<T, dynamic_extents<R>(), Device>(tmp));
-    return;
-  }
-  run_kernel(dst, node);
+  with_common_reductions(node, [&](N const& n) {
+    if (overlaps<R, false>(n, dst)) {
+      using T = canonical_t<typename N::value_type>;
+      BasicTensor<T, dynamic_extents<R>(), Device> tmp(n.shape());
+      run_kernel(tmp, n);
+      run_kernel(dst, Leaf<T, dynamic_extents<R>(), Device>(tmp));
+      return;
+    }
+    run_kernel(dst, n);
+  });
 }
 
 template <class N>

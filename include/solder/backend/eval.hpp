@@ -62,11 +62,6 @@ struct Links {
     if (n < capacity) id[n] = i, type[n] = t, eval[n] = e, ++n;
   }
 };
-template <class T>
-void const* type_key() {
-  static char const key = 0;
-  return &key;
-}
 
 // Asks the cache for the n values at p ahead of their use (host lines, executor.hpp): one
 // request per 64-byte line, to read or to write. x86-64 gets the instructions themselves: g++

@@ -20,21 +20,25 @@ using sum_t = std::conditional_t<is_floating_v<T>, T, std::int64_t>;
 template <class T>
 using sum_acc_t = compute_t<sum_t<T>>;
 
-struct Sum {
-  static constexpr char const* name = "sum";
+// What sum and prod share: the widened accumulator and result, and nothing to finish.
+struct WideningFold {
   static constexpr bool needs_elements = false;
   template <class T>
   using acc = sum_acc_t<T>;
   template <class T>
   using result = sum_t<T>;
   template <class A>
+  SOLDER_HD static constexpr A finalize(A a, std::int64_t) { return a; }
+};
+
+struct Sum : WideningFold {
+  static constexpr char const* name = "sum";
+  template <class A>
   SOLDER_HD static constexpr A identity() { return A(0); }
   template <class A, class V>
   SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) { return a + A(v); }
   template <class A>
   SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return a + b; }
-  template <class A>
-  SOLDER_HD static constexpr A finalize(A a, std::int64_t) { return a; }
 };
 
 struct Mean : Sum {
@@ -43,21 +47,14 @@ struct Mean : Sum {
   SOLDER_HD static constexpr A finalize(A a, std::int64_t n) { return a / A(n); }
 };
 
-struct Prod {
+struct Prod : WideningFold {
   static constexpr char const* name = "prod";
-  static constexpr bool needs_elements = false;
-  template <class T>
-  using acc = sum_acc_t<T>;
-  template <class T>
-  using result = sum_t<T>;
   template <class A>
   SOLDER_HD static constexpr A identity() { return A(1); }
   template <class A, class V>
   SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) { return a * A(v); }
   template <class A>
   SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return a * b; }
-  template <class A>
-  SOLDER_HD static constexpr A finalize(A a, std::int64_t) { return a; }
 };
 
 // max/min propagate NaN like torch.amax: once NaN, always NaN.

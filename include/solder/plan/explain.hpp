@@ -10,6 +10,7 @@
 #include <vector>
 #include <iomanip>
 
+#include "common_reductions.hpp"
 #include "eager.hpp"
 
 namespace solder {
@@ -188,7 +189,7 @@ template <Lazy X>
 std::string explain(X const& e) {
   using N = node_t<X>;
   detail::Explainer x;
-  detail::plan_kernel(as_node(e), x, "");
+  detail::with_common_reductions(as_node(e), [&](auto const& n) { detail::plan_kernel(n, x, ""); });
   std::ostringstream os;
   os << "solder plan: " << x.kernels.size() << (x.kernels.size() == 1 ? " kernel" : " kernels")
      << " (eager: " << eager_kernel_count<N> << ")\n";
@@ -211,7 +212,7 @@ std::string explain(X const& e) {
 template <Lazy X>
 std::string explain_dot(X const& e) {
   detail::Explainer x;
-  detail::plan_kernel(as_node(e), x, "");
+  detail::with_common_reductions(as_node(e), [&](auto const& n) { detail::plan_kernel(n, x, ""); });
   return "digraph solder {\n  node [shape=box];\n" + x.dot.str() + "}\n";
 }
 

@@ -5,12 +5,20 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <type_traits>
 
 #include "../expr/reduce.hpp"
 
 namespace solder {
 
 namespace detail {
+
+// A key that tells types apart at run time (no RTTI): the address of a static per type.
+template <class T>
+void const* type_key() {
+  static char const key = 0;
+  return &key;
+}
 
 template <class N>
 struct is_reduce : std::false_type {};
@@ -90,35 +98,38 @@ inline constexpr int kernel_count = detail::kernels_of<node_t<E>>();
 
 namespace detail {
 
+// Whether hit(type_identity<M>) holds for Root or a node below it through map nodes: the
+// kernel's output path, outside reductions. (Only reductions are breaks.)
+template <class Root, class Hit>
+constexpr bool on_output_path(Hit hit) {
+  if constexpr (std::is_void_v<Root>) return false;
+  else if constexpr (is_map<Root>::value)
+    return hit(std::type_identity<Root>{}) || over_children<Root>([hit](auto c) {
+             return on_output_path<typename decltype(c)::type>(hit);
+           }) > 0;
+  else return hit(std::type_identity<Root>{});
+}
 // Element-wise values that a kernel would compute twice: a map node that a fused reduction on
 // the output path folds and that the output path also uses outside any reduction (softmax's
 // exp(x - max), in the sum and in the quotient). The host computes them once per line: the
 // reduction records its input and the other use reads it back, when run-time checks find both
 // on the same line (backend/host/evaluators.hpp). Root is the kernel's root; void: none.
 template <class N, int D, class Root>
-constexpr bool folded_on_path() {
-  if constexpr (std::is_void_v<Root> || is_break<Root, D, false>()) return false;
-  else if constexpr (is_reduce<Root>::value) return std::is_same_v<decltype(Root::child), N>;
-  else if constexpr (is_map<Root>::value)
-    return over_children<Root>([](auto c) {
-      return folded_on_path<N, D, typename decltype(c)::type>();
-    }) > 0;
-  else return false;
-}
-template <class N, int D, class Root>
-constexpr bool used_on_path() {  // outside reductions
-  if constexpr (std::is_same_v<Root, N>) return true;
-  else if constexpr (is_map<Root>::value)
-    return over_children<Root>([](auto c) {
-      return used_on_path<N, D, typename decltype(c)::type>();
-    }) > 0;
-  else return false;
-}
-template <class N, int D, class Root>
 constexpr bool shared_input() {  // floating point: what is worth keeping (exp, not x > 0)
-  if constexpr (is_map<N>::value && is_floating_v<typename N::value_type>)
-    return folded_on_path<N, D, Root>() && used_on_path<N, D, Root>();
-  else return false;
+  if constexpr (is_map<N>::value && is_floating_v<typename N::value_type>) {
+    constexpr bool folded = on_output_path<Root>([](auto m) {
+      using M = typename decltype(m)::type;
+      if constexpr (is_reduce<M>::value && !is_break<M, D, false>())
+        return std::is_same_v<decltype(M::child), N>;
+      else return false;
+    });
+    constexpr bool used = on_output_path<Root>([](auto m) {
+      return std::is_same_v<typename decltype(m)::type, N>;
+    });
+    return folded && used;
+  } else {
+    return false;
+  }
 }
 // Whether a reduction is fused below N (N evaluated in an index space of rank D).
 template <class N, int D, bool InReduce>
