@@ -15,7 +15,10 @@
 //   max/min/argmax/argmin and integer reductions: exact.
 #include "reference.hpp"
 
+#include <algorithm>
 #include <array>
+#include <random>
+#include <vector>
 #include <string>
 
 namespace sd = solder;
@@ -547,6 +550,55 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
         INFO("output " << b << ", " << d);
         CHECK(sk(0, b, 0, d) == acc);
       }
+  }
+  SECTION("random shapes, dims and views: the same sums as a plain loop, bit for bit") {
+    // Rank 4, the last dim kept; the first three permuted and one of them sliced with a step,
+    // so the rows walked are strided every which way. Each output must take its terms in the
+    // order of its reduced indices, the last one fastest.
+    auto& g = ref::rng();
+    auto pick = [&](std::int64_t lo, std::int64_t hi) {
+      return std::uniform_int_distribution<std::int64_t>(lo, hi)(g);
+    };
+    for (int trial = 0; trial < 40; ++trial) {
+      auto base = ref::uniform<float>(-2, 2, pick(1, 8), pick(1, 9), pick(1, 10), pick(1, 900));
+      std::array<std::int64_t, 4> perm{0, 1, 2, 3};
+      std::shuffle(perm.begin(), perm.begin() + 3, g);
+      auto p = sd::permute(base, perm);
+      std::int64_t cut = pick(0, 2), len = p.shape()[static_cast<std::size_t>(cut)];
+      auto v = sd::slice(p, cut, len > 1 ? 1 : 0, len, len > 2 ? 2 : 1);
+      int mask = static_cast<int>(pick(1, 7));  // which of the first three dims are reduced
+      std::vector<int> dims;
+      for (int d = 0; d < 3; ++d)
+        if (mask >> d & 1) dims.push_back(d);
+      sd::Tensor<float, 4> got = [&]() -> sd::Tensor<float, 4> {
+        if (dims.size() == 1) return sd::sum(v, dims[0], sd::keepdim);
+        if (dims.size() == 2) return sd::sum(v, {dims[0], dims[1]}, sd::keepdim);
+        return sd::sum(v, {0, 1, 2}, sd::keepdim);
+      }();
+      auto const& sh = v.shape();
+      INFO("trial " << trial << ": shape [" << sh[0] << ", " << sh[1] << ", " << sh[2] << ", "
+                    << sh[3] << "], dims mask " << mask);
+      bool same = true;
+      std::array<std::int64_t, 4> o{};
+      for (o[0] = 0; o[0] < got.shape()[0]; ++o[0])
+        for (o[1] = 0; o[1] < got.shape()[1]; ++o[1])
+          for (o[2] = 0; o[2] < got.shape()[2]; ++o[2])
+            for (o[3] = 0; o[3] < sh[3]; ++o[3]) {
+              float acc = 0;
+              std::array<std::int64_t, 4> i = o;
+              std::int64_t n0 = mask & 1 ? sh[0] : 1, n1 = mask & 2 ? sh[1] : 1, n2 = mask & 4 ? sh[2] : 1;
+              for (std::int64_t a = 0; a < n0; ++a)
+                for (std::int64_t b = 0; b < n1; ++b)
+                  for (std::int64_t c = 0; c < n2; ++c) {
+                    if (mask & 1) i[0] = a;
+                    if (mask & 2) i[1] = b;
+                    if (mask & 4) i[2] = c;
+                    acc += v(i[0], i[1], i[2], i[3]);
+                  }
+              same = same && got(o[0], o[1], o[2], o[3]) == acc;
+            }
+      CHECK(same);
+    }
   }
   SECTION("a reduction nested in one over leading dims runs as a column kernel of its own") {
     // var(x, 0) = sum((x - mean(x, 0))^2, 0) / (n - 1): the mean is a reduction over dim 0 in
