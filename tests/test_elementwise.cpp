@@ -586,6 +586,33 @@ TEST_CASE("large tensors use the multi-threaded path", "[elementwise][threads]")
   sd::set_num_threads(2);
 }
 
+TEST_CASE("operands broadcast along a run repeat one value in it", "[elementwise][broadcast]") {
+  // A per-channel [1, C, 1, 1] and a per-sample [N, 1, 1, 1] over [N, C, H, W]: the kernel
+  // walks runs of H * W, in which both repeat one value. Two threads share the runs.
+  sd::set_num_threads(2);
+  auto x = ref::uniform<float>(-2, 2, 4, 6, 30, 50);
+  auto c = ref::uniform<float>(-2, 2, 1, 6, 1, 1);
+  auto n = ref::uniform<float>(-2, 2, 4, 1, 1, 1);
+  Array X = ref::of(x), C = ref::of(c), N = ref::of(n);
+  // Two roundings: (x - c), then the product.
+  ref::check_close(sd::eval((x - c) * n), ref::map([](double a, double b, double d) { return (a - b) * d; }, X, C, N),
+                   ref::Tol{2, 0}, "(x - c) * n");
+  // Into a strided output view, and a run that is the whole tensor (a [1, 1, 1, 1] operand).
+  auto dst = sd::zeros<float>(4, 6, 30, 100);
+  auto half = sd::slice(dst, 3, 0, 100, 2);
+  auto one = ref::uniform<float>(1, 2, 1, 1, 1, 1);
+  half = x * c + one;
+  ref::check_close(sd::eval(half * 1.f),
+                   ref::map([](double a, double b, double d) { return a * b + d; }, X, C, ref::of(one)),
+                   ref::Tol{2, 1e-6}, "x * c + one into a strided view");
+  // Reductions read such operands too: per-channel sums of c * x fold runs of H * W.
+  int d023[] = {0, 2, 3};
+  Array prod = ref::map([](double a, double b) { return a * b; }, X, C);
+  Array abs_sum = ref::reduce(ref::map([](double v) { return std::fabs(v); }, prod), {0, 2, 3}, true, ref::fsum);
+  ref::check_close(sd::eval(sd::sum(c * x, d023, sd::keepdim)), ref::reduce(prod, {0, 2, 3}, true, ref::fsum),
+                   ref::Tol{0, 0, 6000}, "sum(c * x, {0, 2, 3})", &abs_sum);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Special values through the fused (vectorized) path
 // ---------------------------------------------------------------------------------------------

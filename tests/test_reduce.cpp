@@ -160,6 +160,11 @@ TEMPLATE_TEST_CASE("reductions over dim lists and all dims", "[reduce][dims]", f
   float_reductions<false>(x3t, {1, 2}, "permuted [7,5,3] {1,2}", d12);
   float_reductions<false>(x3, {0, 1, 2}, "[3,5,7] {0,1,2}", d012);
   float_reductions<true>(x3t, {0, 1, 2}, "permuted [7,5,3] {0,1,2}", d012);
+  // The reduced dims end in a contiguous run of >= 16 that is not all of them (BatchNorm1d's
+  // statistics over {0, 2} of [N, C, L]): each run is folded as a block, the runs in order.
+  auto xr = ref::uniform<T>(-2, 2, 6, 3, 40);
+  float_reductions<true>(xr, {0, 2}, "[6,3,40] {0,2}", d02);
+  float_reductions<false>(sd::slice(xr, 1, 1, 3), {0, 2}, "sliced [6,2,40] {0,2}", d02);
   if constexpr (std::is_same_v<T, float>) {  // rank 4: float only (compile time)
     float_reductions<false>(x4, {1, 2, 3}, "[2,3,4,5] {1,2,3}", d123);
     float_reductions<true>(x4, {0, 1, 3}, "[2,3,4,5] {0,1,3}", d013);
@@ -196,6 +201,7 @@ TEMPLATE_TEST_CASE("reductions over dim lists and all dims", "[reduce][dims]", f
     if constexpr (std::is_same_v<T, float>) {
       check_all(x4, "[2,3,4,5]");
       check_all(sd::slice(x4, 3, 0, 5, 2), "sliced [2,3,4,3]");
+      check_all(sd::slice(ref::uniform<T>(-2, 2, 40, 100), 1, 10, 60), "sliced [40,50]: runs of 50");
       check_all(ref::uniform<T>(-2, 2, 1), "[1]");
       check_all(ref::uniform<T>(-2, 2, 4099), "[4099]");
     }
@@ -255,6 +261,13 @@ TEST_CASE("argmax/argmin: ties give the first index, NaN the first NaN", "[reduc
                      "argmax ties, strided");
     ref::check_equal(sd::eval(sd::argmin(xt)), ref::reduce(ref::transpose(X, 0, 1), {0, 1}, false, ref::fargmin),
                      "flat argmin ties, strided");
+    if (len >= 33) {  // a column slice: flat argmax folds each row's run of len - 16 as a block
+      auto xs = sd::slice(x, 1, 16, len);
+      ref::check_equal(sd::eval(sd::argmax(xs)), ref::reduce(ref::of(xs), {0, 1}, false, ref::fargmax),
+                       "flat argmax ties, runs of a slice");
+      ref::check_equal(sd::eval(sd::argmin(xs)), ref::reduce(ref::of(xs), {0, 1}, false, ref::fargmin),
+                       "flat argmin ties, runs of a slice");
+    }
   }
   // All equal: index 0 everywhere.
   auto flat = sd::full<float>(sd::shape(3, 4000), 2.f);
@@ -281,6 +294,9 @@ TEST_CASE("argmax/argmin: ties give the first index, NaN the first NaN", "[reduc
     ref::check_equal(sd::eval(sd::max(t2, 1)), ref::reduce(ref::of(t2), {1}, false, ref::fmax), "max rows with NaN");
     ref::check_equal(sd::eval(sd::min(sd::transpose(t2, 0, 1), 0)),
                      ref::reduce(ref::transpose(ref::of(t2), 0, 1), {0}, false, ref::fmin), "min strided with NaN");
+    auto runs = sd::slice(t2, 1, 0, 999);  // runs of 999, one per row
+    ref::check_equal(sd::eval(sd::argmax(runs)), ref::reduce(ref::of(runs), {0, 1}, false, ref::fargmax),
+                     "flat argmax of runs with NaN");
   }
 }
 

@@ -8,8 +8,7 @@
 //   prepare(i)       compute the fused reductions for the line that starts at index i
 //   begin_line(i)    point the inputs at that line (contiguous lines only)
 //   line(j)          the value at element j of the line: a plain load per input, vectorizable
-//   line<true>(j)    the same, using the line's records of shared inputs (host): a RecordEval
-//                    keeps the values it gives, a RecallEval reads them back
+//   line<R>(j)       the same, read another way (Read, below)
 //   line_vec<V>(j)   values j .. j+V-1 of the line as one Vec (CUDA's vector loads)
 //   at(i)            the value at any index: the general strided/broadcast path
 //   prefetch_line(i, len)  asks the cache for the contiguous line at i (host)
@@ -44,6 +43,24 @@ bool contiguous_from(int from, Index<D> const& st, Index<D> const& dom) {
   }
   return true;
 }
+// True when the trailing axes [from, D) all have stride 0: a run of them repeats one value.
+template <int D>
+bool constant_from(int from, Index<D> const& st, Index<D> const& dom) {
+  for (int i = from; i < D; ++i)
+    if (dom[i] != 1 && st[i] != 0) return false;
+  return true;
+}
+
+// How a loop reads the lines of a kernel's inputs. Each is a compiled variant of the loop; the
+// executor picks one at run time.
+//   plain    one load per input and element
+//   shared   the line's records of shared inputs (host): a RecordEval keeps the values it
+//            gives, a RecallEval reads them back
+//   repeat   some inputs are broadcast along the line and repeat one value in it (a
+//            per-channel [1, C, 1, 1] over the H, W of [N, C, H, W]): every input is read with
+//            its step, 1 or 0. (A run-time choice per input inside the plain loop would cost
+//            every kernel its vectorized code.)
+enum class Read { plain, shared, repeat };
 
 // The reductions of one evaluator copy, in the order the kernel prepares them, so that a
 // reduction used twice finds the first use and reads its value (rule 4). Rebuilt for each copy.
@@ -99,13 +116,15 @@ SOLDER_HD SOLDER_INLINE bool aligned_for(T const* p) {
 template <class T, int D>
 struct LeafEval {
   T const* base;
-  Index<D> st;  // 0 on broadcast axes
+  Index<D> st;             // 0 on broadcast axes
+  std::int64_t step = 1;   // along a line read with Read::repeat: 0 if broadcast along it
   T const* lp = nullptr;
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const&) {}
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) { lp = base + dot<D>(i, st); }
-  template <bool Recall = false>
+  template <Read R = Read::plain>
   SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const {
-    return lp[j];
+    if constexpr (R == Read::repeat) return lp[j * step];
+    else return lp[j];
   }
   template <int V>
   SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t j) const {
@@ -113,6 +132,10 @@ struct LeafEval {
   }
   SOLDER_HD SOLDER_INLINE T at(Index<D> const& i) const { return base[dot<D>(i, st)]; }
   bool contiguous(int from, Index<D> const& dom) const { return contiguous_from<D>(from, st, dom); }
+  // Whether [from, D) is a run that Read::repeat can walk: consecutive, or one value repeated.
+  bool runs(int from, Index<D> const& dom) const {
+    return contiguous(from, dom) || constant_from<D>(from, st, dom);
+  }
   bool same(LeafEval const& o) const { return base == o.base && st == o.st; }
   void prefetch_line(Index<D> const& i, std::int64_t len) const {  // contiguous lines only
     if constexpr (D > 0)
@@ -136,6 +159,11 @@ LeafEval<T, D> leaf_eval(BasicTensor<T, E, Device> const& t, Index<D> const& dom
     int d = D - R + i;
     ev.st[d] = (t.shape()[i] == 1 && dom[d] != 1) ? 0 : t.strides()[i];
   }
+  if constexpr (D > 0) {  // the innermost axis walked decides: a run is never broadcast in part
+    int inner = D - 1;
+    while (inner > 0 && dom[inner] == 1) --inner;
+    if (dom[inner] != 1 && ev.st[inner] == 0) ev.step = 0;
+  }
   return ev;
 }
 
@@ -144,7 +172,7 @@ struct ScalarEval {
   T value;
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const&) {}
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const&) {}
-  template <bool Recall = false>
+  template <Read R = Read::plain>
   SOLDER_HD SOLDER_INLINE T line(std::int64_t) const {
     return value;
   }
@@ -154,6 +182,7 @@ struct ScalarEval {
   }
   SOLDER_HD SOLDER_INLINE T at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }
+  bool runs(int, Index<D> const&) const { return true; }
   bool same(ScalarEval const& o) const { return std::memcmp(&value, &o.value, sizeof(T)) == 0; }
   void prefetch_line(Index<D> const&, std::int64_t) const {}
   template <int V>
@@ -190,9 +219,9 @@ struct MapEval {
     (std::get<I>(c).begin_line(i), ...);
   }
   SOLDER_HD_ANY_CALLEE
-  template <bool Recall, std::size_t... I>
+  template <Read R, std::size_t... I>
   SOLDER_HD SOLDER_INLINE auto line_of(std::int64_t j, std::index_sequence<I...>) const {
-    return op(arg<I>(std::get<I>(c).template line<Recall>(j))...);
+    return op(arg<I>(std::get<I>(c).template line<R>(j))...);
   }
   SOLDER_HD_ANY_CALLEE
   template <std::size_t... I>
@@ -211,9 +240,9 @@ struct MapEval {
   }
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& i) { prepare_all(i, Seq{}); }
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) { begin_all(i, Seq{}); }
-  template <bool Recall = false>
+  template <Read R = Read::plain>
   SOLDER_HD SOLDER_INLINE auto line(std::int64_t j) const {
-    return line_of<Recall>(j, Seq{});
+    return line_of<R>(j, Seq{});
   }
   template <int V>
   SOLDER_HD SOLDER_INLINE auto line_vec(std::int64_t j) const {
@@ -222,6 +251,9 @@ struct MapEval {
   SOLDER_HD SOLDER_INLINE auto at(Index<D> const& i) const { return at_of(i, Seq{}); }
   bool contiguous(int from_axis, Index<D> const& dom) const {
     return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
+  }
+  bool runs(int from_axis, Index<D> const& dom) const {
+    return std::apply([&](auto const&... e) { return (true && ... && e.runs(from_axis, dom)); }, c);
   }
   void prefetch_line(Index<D> const& i, std::int64_t len) const {
     std::apply([&](auto const&... e) { (e.prefetch_line(i, len), ...); }, c);

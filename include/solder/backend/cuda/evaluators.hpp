@@ -191,7 +191,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     return acc;
   }
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const&) {}
-  template <bool Recall = false>
+  template <Read = Read::plain>
   SOLDER_HD SOLDER_INLINE R line(std::int64_t) const {
     return value;
   }

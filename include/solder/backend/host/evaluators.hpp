@@ -34,7 +34,7 @@ struct LineLinks : Links {
   Source source[capacity];
   User user[capacity];
   int nsource = 0, nuser = 0;
-  bool overflow = false;  // a use that did not fit: it computes its values, so no line<true>
+  bool overflow = false;  // a use that did not fit: it computes its values, so no Read::shared
   void add_source(void const* t, void* e) {
     if (nsource < capacity) source[nsource++] = {t, e};
   }
@@ -42,7 +42,7 @@ struct LineLinks : Links {
     if (nuser < capacity) user[nuser++] = u;
     else overflow = true;
   }
-  // Whether every use found its record: only then may the kernel read lines with line<true>.
+  // Whether every use found its record: only then may the kernel read lines with Read::shared.
   bool resolve() {
     int found = 0;
     for (int u = 0; u < nuser; ++u)
@@ -78,6 +78,10 @@ struct SharedInput {
     return ev.contiguous(from, dom);
   }
   template <class I>
+  bool runs(int from, I const& dom) const {
+    return ev.runs(from, dom);
+  }
+  template <class I>
   void prefetch_line(I const& i, std::int64_t len) const {
     ev.prefetch_line(i, len);
   }
@@ -91,10 +95,10 @@ struct RecordEval : SharedInput<Ev> {
   using T = element_of<Ev>;
   std::vector<T> buf;
   T* rec = nullptr;  // buf.data() once a RecallEval attached
-  template <bool Record = false>
+  template <Read R = Read::plain>  // shared: keep the value
   SOLDER_INLINE T line(std::int64_t j) const {
-    T v = this->ev.line(j);
-    if constexpr (Record) rec[j] = v;
+    T v = this->ev.template line<R == Read::shared ? Read::plain : R>(j);
+    if constexpr (R == Read::shared) rec[j] = v;
     return v;
   }
   bool same(RecordEval const& o) const { return this->ev.same(o.ev); }
@@ -107,10 +111,10 @@ template <class Ev>
 struct RecallEval : SharedInput<Ev> {
   using T = element_of<Ev>;
   T const* rec = nullptr;
-  template <bool Recall = false>
+  template <Read R = Read::plain>  // shared: read the kept value back
   SOLDER_INLINE T line(std::int64_t j) const {
-    if constexpr (Recall) return rec[j];
-    else return this->ev.line(j);
+    if constexpr (R == Read::shared) return rec[j];
+    else return this->ev.template line<R>(j);
   }
   bool same(RecallEval const& o) const { return this->ev.same(o.ev); }
   void link(LineLinks& l) {
@@ -141,9 +145,9 @@ template <class A>
 inline constexpr std::int64_t reduce_block_len = reduce_lanes<A> * 128;
 
 // One block [b, e) of a line, e - b <= reduce_block_len<A>: its W lanes folded in a fixed
-// order. `values` is the evaluator of the reduction's input, already at the line's start;
-// Record: it keeps the values it gives (RecordEval).
-template <class Op, class A, bool Record = false, class Ev>
+// order. `values` is the evaluator of the reduction's input, already at the line's start,
+// read the way R says (Read::shared: it keeps the values it gives, a RecordEval).
+template <class Op, class A, Read R = Read::plain, class Ev>
 SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t e) {
   constexpr int W = reduce_lanes<A>;
   A lanes[W];
@@ -152,10 +156,10 @@ SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t
   for (; j + W <= e; j += W) {
     SOLDER_SIMD
     for (int k = 0; k < W; ++k)
-      lanes[k] = Op::step(lanes[k], values.template line<Record>(j + k), j + k);
+      lanes[k] = Op::step(lanes[k], values.template line<R>(j + k), j + k);
   }
   for (int k = 0; j < e; ++j, ++k)
-    lanes[k] = Op::step(lanes[k], values.template line<Record>(j), j);
+    lanes[k] = Op::step(lanes[k], values.template line<R>(j), j);
   // Fold whole vectors of lanes into the first (vectorized), then that vector pairwise.
   constexpr int V = W < reduce_vector<A> ? W : reduce_vector<A>;
   for (int g = V; g < W; g += V) {
@@ -167,13 +171,13 @@ SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t
   return lanes[0];
 }
 
-template <class Op, class A, bool Record = false, class Ev>
+template <class Op, class A, Read R = Read::plain, class Ev>
 SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t end) {
   constexpr std::int64_t block = reduce_block_len<A>;
   A total = Op::template identity<A>();
   for (std::int64_t b = begin; b < end; b += block) {
     std::int64_t e = b + block < end ? b + block : end;
-    total = Op::merge(total, reduce_lane_block<Op, A, Record>(values, b, e));
+    total = Op::merge(total, reduce_lane_block<Op, A, R>(values, b, e));
   }
   return total;
 }
@@ -194,6 +198,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   // rounded only where a kernel stores it.
   using R = compute_t<typename Op::template result<In>>;
   bool split = false;                 // a lone output: its reduction is split across threads
+  // Not one block, but the reduced axes end in a run of the input, [run_from, F) (the H, W of
+  // a per-channel statistic over {0, 2, 3} of [N, C, H, W]): each run is folded as a block, the
+  // runs in order. 0: no such run. repeat: the run is read with Read::repeat.
+  std::int64_t run = 0;
+  int run_from = F;
+  bool repeat = false;
   ReduceEval const* first = nullptr;  // the same reduction, earlier in this kernel
   Index<F> at_f{};                     // where `value` was computed
   R value{};
@@ -219,6 +229,19 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     A acc;
     if (block) {
       acc = split ? reduce_split(f) : reduce_block(child, f, 0, count);
+    } else if (run > 0) {
+      acc = Op::template identity<A>();
+      for (std::int64_t first_of_run = 0; first_of_run < count; first_of_run += run) {
+        A part = repeat ? reduce_block<Read::repeat>(child, f, 0, run) : reduce_block(child, f, 0, run);
+        if constexpr (requires { part.index; })  // argmax: an index into all reduced elements
+          if (part.index >= 0) part.index += first_of_run;
+        acc = Op::merge(acc, part);
+        for (int a = NA - 1; a >= 0; --a) {  // the next run: the reduced axes before it
+          if (axes[a] >= run_from) continue;
+          if (++f[axes[a]] < fdom[axes[a]]) break;
+          f[axes[a]] = 0;
+        }
+      }
     } else {
       acc = Op::template identity<A>();
       std::int64_t n = 0;
@@ -236,11 +259,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     }
     value = static_cast<R>(Op::finalize(acc, count));
   }
+  template <Read Rd = Read::plain>
   static A reduce_block(Child& c, Index<F> const& f, std::int64_t b, std::int64_t e) {
     c.begin_line(f);
-    if constexpr (is_record<Child>::value)
-      if (c.rec) return reduce_range<Op, A, true>(c, b, e);
-    return reduce_range<Op, A>(c, b, e);
+    if constexpr (Rd == Read::plain && is_record<Child>::value)
+      if (c.rec) return reduce_range<Op, A, Read::shared>(c, b, e);
+    return reduce_range<Op, A, Rd>(c, b, e);
   }
   // Threads share out whole blocks of reduce_range; the blocks' partials are then folded in
   // order, exactly as reduce_block folds them: the result does not depend on the thread count.
@@ -262,13 +286,30 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     for (auto const& p : part) acc = Op::merge(acc, p);
     return acc;
   }
+  // run, run_from and repeat (make_reduce_eval calls it): the longest run of reduced axes at the
+  // end of the input that the input walks as one run, of consecutive values or, read with
+  // Read::repeat, also of repeated ones (batch norm's variance reads its materialized mean).
+  void derive() {
+    auto run_start = [&](auto walks) {
+      int from = F;
+      for (int k = NA - 1; k >= 0 && axes[k] == from - 1 && walks(from - 1); --k) from = axes[k];
+      return from;
+    };
+    int plain = run_start([&](int a) { return child.contiguous(a, fdom); });
+    int any = run_start([&](int a) { return child.runs(a, fdom); });
+    int from = std::min(plain, any);
+    std::int64_t len = 1;
+    for (int a = from; a < F; ++a) len *= fdom[a];
+    if (!block && from < F && len >= 16) run = len, run_from = from, repeat = any < plain;
+  }
   SOLDER_INLINE void begin_line(Index<D> const&) {}
-  template <bool Recall = false>
+  template <Read = Read::plain>
   SOLDER_INLINE R line(std::int64_t) const {
     return value;
   }
   SOLDER_INLINE R at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }  // constant along its lines
+  bool runs(int, Index<D> const&) const { return true; }
   void set_split(bool s) { split = s; }
   bool same(ReduceEval const& o) const { return id == o.id; }
 
@@ -297,12 +338,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   template <class OutT>
   void write_columns(OutT* out, std::int64_t b, std::int64_t e) const {
     constexpr std::int64_t tile = 1024;
-    std::int64_t run = 1;
-    for (int k = axes[NA - 1] + 1; k < F; ++k) run *= fdom[k];
+    std::int64_t cols = 1;  // the run of columns
+    for (int k = axes[NA - 1] + 1; k < F; ++k) cols *= fdom[k];
     Child c = child;
     A acc[tile];
     for (std::int64_t t0 = b, n; t0 < e; t0 += n) {
-      n = std::min({tile, e - t0, run - t0 % run});
+      n = std::min({tile, e - t0, cols - t0 % cols});
       for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::template identity<A>();
       Index<F> f{};
       std::int64_t o = t0;

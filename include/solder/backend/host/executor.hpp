@@ -43,19 +43,27 @@ inline std::array<std::int64_t, 2> my_share(std::int64_t n, std::int64_t grain) 
   return {b, std::min(n, b + chunk)};
 }
 
+// out[j] = the line's value j for j in [b, end), its inputs read the way R says: the
+// vectorized loop, one compiled variant per Read.
+template <Read R, class OutT, class Ev>
+SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t end) {
+  SOLDER_SIMD
+  for (std::int64_t j = b; j < end; ++j) out[j] = static_cast<OutT>(e.template line<R>(j));
+}
+
 // Lines [o_begin, o_end) of the output: prepare each line's reductions, then write it.
 // Works on its own copy of the evaluator: a local whose address never escapes, so the
 // compiler keeps its per-line values (reductions, pointers) in registers and hoists what
 // depends only on them (layer norm's rsqrt) out of the vectorized loop.
 template <class OutT, int D, class Ev>
 void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
-                 std::array<bool, D> const& inner, bool contiguous, std::int64_t len,
+                 std::array<bool, D> const& inner, bool contiguous, Read read, std::int64_t len,
                  std::int64_t o_begin, std::int64_t o_end) {
   Ev e = ev;
   LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
   e.link(links);
-  bool recall = links.resolve();
+  if (links.resolve()) read = Read::shared;
   // The next line's inputs and output are requested while this one is computed: the hardware
   // prefetcher stops at page boundaries, and a line of a few KiB is a page or two. (Short lines
   // would pay more for it than they wait; long ones stream.)
@@ -74,13 +82,9 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
     if (contiguous) {
       e.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      if (recall) {
-        SOLDER_SIMD
-        for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.template line<true>(j));
-      } else {
-        SOLDER_SIMD
-        for (std::int64_t j = 0; j < len; ++j) op[j] = static_cast<OutT>(e.line(j));
-      }
+      if (read == Read::shared) write_run<Read::shared>(op, e, 0, len);
+      else if (read == Read::repeat) write_run<Read::repeat>(op, e, 0, len);
+      else write_run<Read::plain>(op, e, 0, len);
     } else {
       for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
         out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
@@ -96,10 +100,11 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
 
 // Writes `ev` over the output tensor. `inner` marks the axes walked inside one line;
 // `contiguous` says those axes form a trailing block that every input and the output walk
-// as one run. Serial kernels never enter an OpenMP region (entering one costs microseconds).
+// as one run, read the way `read` says. Serial kernels never enter an OpenMP region (entering
+// one costs microseconds).
 template <class OutT, int D, class Ev>
 void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
-           std::array<bool, D> const& inner, bool contiguous, std::int64_t work) {
+           std::array<bool, D> const& inner, bool contiguous, Read read, std::int64_t work) {
   std::int64_t len = 1, outer = 1;
   for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
   if (len == 0 || outer == 0) return;
@@ -107,7 +112,7 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
 
   if (threads == 1) {
     ev.set_split(false);
-    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, len, 0, outer);
+    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
   } else if (outer == 1 && contiguous) {
     // One long run: prepare it once, then split the run itself across threads.
     ev.set_split(false);
@@ -119,18 +124,18 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
       Ev e = ev;
       e.begin_line(zero);
       auto [b, end] = my_share(len, 16);  // whole cache lines
-      SOLDER_SIMD
-      for (std::int64_t j = b; j < end; ++j) out[j] = static_cast<OutT>(e.line(j));
+      if (read == Read::repeat) write_run<Read::repeat>(out, e, b, end);
+      else write_run<Read::plain>(out, e, b, end);
     }
   } else if (outer < threads) {
     // Too few lines to share out: a lone reduction splits its own work instead.
     ev.set_split(true);
-    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, len, 0, outer);
+    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
   } else {
     ev.set_split(false);
     SOLDER_OMP(parallel) {
       auto [b, end] = my_share(outer, 1);
-      write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, len, b, end);
+      write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, b, end);
     }
   }
 }
@@ -144,6 +149,7 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
   Index<D> const& dom = out.shape();
   std::array<bool, D> inner{};
   bool contiguous = false;
+  Read read = Read::plain;
   if (lines.any()) {  // reductions broadcast along their lines
     inner = lines.axis;
     int first = D;
@@ -151,9 +157,15 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
     bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
     contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
   } else if (!has_reduce) {  // element-wise: the longest trailing block walked as one run
-    int from = D;
-    while (from > 0 && ev.contiguous(from - 1, dom) && contiguous_from<D>(from - 1, out.strides(), dom))
-      --from;
+    auto run_start = [&](auto walks) {
+      int from = D;
+      while (from > 0 && walks(from - 1) && contiguous_from<D>(from - 1, out.strides(), dom)) --from;
+      return from;
+    };
+    int plain = run_start([&](int a) { return ev.contiguous(a, dom); });
+    int any = run_start([&](int a) { return ev.runs(a, dom); });  // broadcast inputs repeat
+    int from = std::min(plain, any);
+    if (any < plain) read = Read::repeat;
     if (from < D || D == 0) {
       for (int a = from; a < D; ++a) inner[a] = true;
       contiguous = true;
@@ -161,7 +173,7 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
       inner[D - 1] = true;
     }
   }  // else: a reduction kernel, one output per line
-  drive<OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, work);
+  drive<OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, work);
 }
 
 // A reduction whose input ends in kept dims that are one contiguous run (column sums, sum(x, 1)
