@@ -7,6 +7,8 @@
 //   batch_norm statistics over dim 0 instead (training-mode BatchNorm1d without affine):
 //              solder (the statistics run as column kernels of their own, a run-time break)
 //              vs Eigen Tensor vs solder eager; no target, information
+//   batch_norm2d the same data as [N, C, H, W] = [16, 64, 64, 64], statistics per channel
+//              over {0, 2, 3} (BatchNorm2d): solder vs solder eager; no target, information
 // and a copy of the same size (the memory roof).
 // Targets (issue): softmax >= 1.5x Eigen and >= 1.5x the hand loop; layer_norm >= 1.2x Eigen.
 #include <algorithm>
@@ -103,6 +105,17 @@ auto batch_norm(sd::Tensor<float, 2> const& x) {
   return (x - sd::mean(x, 0, sd::keepdim)) * sd::rsqrt(sd::var(x, 0, sd::keepdim, 0.0) + float(eps));
 }
 
+constexpr std::int64_t nchw[] = {16, 64, 64, 64}, channels = nchw[1], plane = nchw[2] * nchw[3];
+auto as_nchw(sd::Tensor<float, 2> const& t) {
+  return sd::view(t, std::array<std::int64_t, 4>{nchw[0], nchw[1], nchw[2], nchw[3]});
+}
+auto batch_norm2d(sd::Tensor<float, 2> const& x) {
+  auto x4 = as_nchw(x);
+  int d023[] = {0, 2, 3};
+  auto centered = x4 - sd::mean(x4, d023, sd::keepdim);
+  return centered * sd::rsqrt(sd::mean(centered * centered, d023, sd::keepdim) + float(eps));
+}
+
 template <class F>
 void timed(benchmark::State& state, F&& f) {
   auto& d = data();
@@ -128,6 +141,18 @@ void BM_batch_norm_solder(benchmark::State& s) {
 }
 void BM_batch_norm_eager(benchmark::State& s) {
   timed(s, [](Data& d) { d.y = sd::eager(batch_norm(d.x)); });
+}
+void BM_batch_norm2d_solder(benchmark::State& s) {
+  timed(s, [](Data& d) {
+    auto y = as_nchw(d.y);
+    y = batch_norm2d(d.x);
+  });
+}
+void BM_batch_norm2d_eager(benchmark::State& s) {
+  timed(s, [](Data& d) {
+    auto y = sd::eager(batch_norm2d(d.x));  // a new tensor, as eager's other results
+    benchmark::DoNotOptimize(y.data());
+  });
 }
 #if defined(SOLDER_HAVE_EIGEN)
 void BM_batch_norm_eigen(benchmark::State& s) {
@@ -156,7 +181,7 @@ void check_peers() {
               sd::kernel_count<decltype(ln)>, sd::eager_kernel_count<decltype(ln)>);
   // Double-precision references, row by row.
   std::vector<float> ref_sm(static_cast<std::size_t>(n)), ref_ln(static_cast<std::size_t>(n)),
-      ref_bn(static_cast<std::size_t>(n));
+      ref_bn(static_cast<std::size_t>(n)), ref_bn2d(static_cast<std::size_t>(n));
   float const* x = d.x.data();
   for (std::int64_t r = 0; r < rows; ++r) {
     float const* xr = x + r * cols;
@@ -181,6 +206,23 @@ void check_peers() {
     for (std::int64_t r = 0; r < rows; ++r)
       ref_bn[static_cast<std::size_t>(r * cols + j)] = static_cast<float>((x[r * cols + j] - mean) * rstd);
   }
+  for (std::int64_t c = 0; c < channels; ++c) {  // [N, C, H, W]: channel c of sample b at (b * C + c) * plane
+    double mean = 0, var = 0;
+    for (std::int64_t b = 0; b < nchw[0]; ++b)
+      for (std::int64_t k = 0; k < plane; ++k) mean += x[(b * channels + c) * plane + k];
+    mean /= nchw[0] * plane;
+    for (std::int64_t b = 0; b < nchw[0]; ++b)
+      for (std::int64_t k = 0; k < plane; ++k) {
+        double v = x[(b * channels + c) * plane + k] - mean;
+        var += v * v;
+      }
+    double rstd = 1.0 / std::sqrt(var / static_cast<double>(nchw[0] * plane) + eps);
+    for (std::int64_t b = 0; b < nchw[0]; ++b)
+      for (std::int64_t k = 0; k < plane; ++k) {
+        std::int64_t i = (b * channels + c) * plane + k;
+        ref_bn2d[static_cast<std::size_t>(i)] = static_cast<float>((x[i] - mean) * rstd);
+      }
+  }
   constexpr double sm_atol = 1e-9, sm_rtol = 2e-5, ln_atol = 2e-5, ln_rtol = 2e-5;
   // Every output starts as NaN, so a kernel that skips elements cannot pass on stale values.
   float const nan = std::numeric_limits<float>::quiet_NaN();
@@ -200,6 +242,12 @@ void check_peers() {
   clear();
   d.y = sd::eager(batch_norm(d.x));
   sb::check_close("batch_norm: solder eager vs double reference", d.y.data(), ref_bn.data(), n, ln_atol, ln_rtol);
+  clear();
+  auto y4 = as_nchw(d.y);
+  y4 = batch_norm2d(d.x);
+  sb::check_close("batch_norm2d: solder vs double reference", d.y.data(), ref_bn2d.data(), n, ln_atol, ln_rtol);
+  auto e4 = sd::eager(batch_norm2d(d.x));
+  sb::check_close("batch_norm2d: solder eager vs double reference", e4.data(), ref_bn2d.data(), n, ln_atol, ln_rtol);
 #if defined(SOLDER_HAVE_EIGEN)
   clear();
   eigen_softmax(x, d.y.data());
@@ -241,6 +289,8 @@ int main(int argc, char** argv) {
   sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_eigen", BM_batch_norm_eigen), us);
 #endif
   sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_eager", BM_batch_norm_eager), us);
+  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm2d_solder", BM_batch_norm2d_solder), us);
+  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm2d_eager", BM_batch_norm2d_eager), us);
   sb::configure(benchmark::RegisterBenchmark("BM_copy_omp", BM_copy_omp), us);
   sb::configure(benchmark::RegisterBenchmark("BM_copy_stream", BM_copy_stream), us);
 
@@ -262,12 +312,14 @@ int main(int argc, char** argv) {
 #endif
   sb::report_ratio(rep, "batch_norm solder/Eigen", "BM_batch_norm_eigen", "BM_batch_norm_solder", 0);
   sb::report_ratio(rep, "batch_norm solder/eager", "BM_batch_norm_eager", "BM_batch_norm_solder", 0);
+  sb::report_ratio(rep, "batch_norm2d solder/eager", "BM_batch_norm2d_eager", "BM_batch_norm2d_solder", 0);
   double c = rep.median_ns("BM_copy_omp"), s = rep.median_ns("BM_copy_stream");
   char const* roof = (s > 0 && (c <= 0 || s < c)) ? "BM_copy_stream" : "BM_copy_omp";
   std::printf("copy roof (16 MiB in + 16 MiB out): %s\n", roof);
   sb::report_fraction(rep, "softmax solder vs copy", roof, "BM_softmax_solder");
   sb::report_fraction(rep, "layer_norm solder vs copy", roof, "BM_layer_norm_solder");
   sb::report_fraction(rep, "batch_norm solder vs copy", roof, "BM_batch_norm_solder");
+  sb::report_fraction(rep, "batch_norm2d solder vs copy", roof, "BM_batch_norm2d_solder");
   sb::report_fraction(rep, "softmax Eigen vs copy", roof, "BM_softmax_eigen");
   sb::report_fraction(rep, "softmax hand loop vs copy", roof, "BM_softmax_hand");
   return 0;
