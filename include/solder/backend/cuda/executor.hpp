@@ -74,10 +74,12 @@ __global__ void __launch_bounds__(block_threads)
 }
 
 // One group of `group` threads per line (group_fold in evaluators.hpp): the group computes the
-// line's reductions, then writes the line. (At least one block per SM, said explicitly: without
-// it ptxas for sm_90 caps layer norm's kernel at 40 registers and spills.)
+// line's reductions, then writes the line. Four blocks per SM, said explicitly: that caps a
+// kernel at 64 registers, so 32 warps fit on an SM and rows of [4096, 1024] take one round on
+// an H100 (at 76 registers, layer norm's kernel took two: 0.45 of a copy's bandwidth, 0.60 now).
+// Without a minimum, ptxas for sm_90 caps layer norm's kernel at 40 registers and spills.
 template <class OutT, int D, class Ev>
-__global__ void __launch_bounds__(block_threads, 1)
+__global__ void __launch_bounds__(block_threads, 4)
     lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
                  int outermost, std::int64_t len, std::int64_t outer, bool contiguous, int group) {
   constexpr int V = vec_width<OutT>;
