@@ -671,3 +671,57 @@ TEMPLATE_TEST_CASE("NaN and inf through the fused path", "[elementwise][special]
   ref::check_close(sd::eval(sd::rsqrt(d)), ref::map([](double u) { return 1 / std::sqrt(u); }, Dv), ref::Tol{3, tiny},
                    "rsqrt(0)=inf");
 }
+
+// t broadcast to `shape`, as a new contiguous tensor written by plain loops.
+template <class TT, class Shape>
+auto spread(TT const& t, Shape const& shape) {
+  using T = typename TT::value_type;
+  constexpr int R = TT::rank;
+  sd::Tensor<T, R> out(shape);
+  std::vector<T> src = sd::to_vector(t);
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    std::int64_t r = i, k = 0;
+    for (int a = R - 1; a >= 0; --a) {
+      if (t.shape()[a] != 1) k += r % shape[a] * t.strides()[a];
+      r /= shape[a];
+    }
+    out.data()[i] = src[static_cast<std::size_t>(k)];
+  }
+  return out;
+}
+
+TEST_CASE("operands that repeat along long runs: chunks and blocks", "[elementwise][broadcast]") {
+  // Runs of 130 * 131 = 17030 elements: the element-wise loop takes them a chunk at a time and
+  // the per-channel reductions fold them in blocks, each with the repeating operands read from
+  // a buffer of their value. Compared bit for bit with the same maths on operands spread out.
+  sd::set_num_threads(2);
+  auto x = ref::uniform<float>(-2, 2, 3, 5, 130, 131);
+  auto c = ref::uniform<float>(-2, 2, 1, 5, 1, 1);
+  auto n = ref::uniform<float>(-2, 2, 3, 1, 1, 1);
+  auto cx = spread(c, x.shape()), nx = spread(n, x.shape());
+  auto same = [](auto const& a, auto const& b, char const* what) {
+    INFO(what);
+    CHECK(sd::to_vector(a) == sd::to_vector(b));
+  };
+  same(sd::eval(x * c + n), sd::eval(x * cx + nx), "x * c + n");
+  same(sd::eval(sd::where(x > c, n, x)), sd::eval(sd::where(x > cx, nx, x)), "where(x > c, n, x)");
+  int d023[] = {0, 2, 3};
+  same(sd::eval(sd::sum(x * c - n, d023, sd::keepdim)), sd::eval(sd::sum(x * cx - nx, d023, sd::keepdim)),
+       "sum(x * c - n, {0, 2, 3})");
+  same(sd::eval(sd::amax(x - c, d023)), sd::eval(sd::amax(x - cx, d023)), "amax(x - c, {0, 2, 3})");
+  same(sd::eval(sd::mean((x - c) * (x - c), d023)), sd::eval(sd::mean((x - cx) * (x - cx), d023)),
+       "mean((x - c)^2, {0, 2, 3})");
+  // A [1] operand over a long vector: one run, shared out between the threads.
+  auto v = ref::uniform<float>(-2, 2, 100003);
+  auto s1 = ref::uniform<float>(-2, 2, 1);
+  auto sv = spread(s1, v.shape());
+  same(sd::eval(v * s1 - s1), sd::eval(v * sv - sv), "v * s - s");
+  // Integers and doubles.
+  auto xi = ref::uniform<std::int32_t>(-50, 50, 2, 3, 40, 41);
+  auto ci = ref::uniform<std::int32_t>(-50, 50, 1, 3, 1, 1);
+  same(sd::eval(xi * ci), sd::eval(xi * spread(ci, xi.shape())), "int32 x * c");
+  auto xd = ref::uniform<double>(-2, 2, 2, 3, 40, 41);
+  auto cd = ref::uniform<double>(-2, 2, 1, 3, 1, 1);
+  same(sd::eval(sd::sum(xd / cd, d023)), sd::eval(sd::sum(xd / spread(cd, xd.shape()), d023)),
+       "double sum(x / c, {0, 2, 3})");
+}

@@ -57,9 +57,10 @@ bool constant_from(int from, Index<D> const& st, Index<D> const& dom) {
 //   shared   the line's records of shared inputs (host): a RecordEval keeps the values it
 //            gives, a RecallEval reads them back
 //   repeat   some inputs are broadcast along the line and repeat one value in it (a
-//            per-channel [1, C, 1, 1] over the H, W of [N, C, H, W]): every input is read with
-//            its step, 1 or 0. (A run-time choice per input inside the plain loop would cost
-//            every kernel its vectorized code.)
+//            per-channel [1, C, 1, 1] over the H, W of [N, C, H, W]): the host runs the plain
+//            loop a chunk of the line at a time, such inputs reading a buffer that holds their
+//            value (host::RepeatInputs). (A run-time choice per input inside the loop would
+//            cost every kernel its vectorized code.)
 enum class Read { plain, shared, repeat };
 
 // The reductions of one evaluator copy, in the order the kernel prepares them, so that a
@@ -117,14 +118,13 @@ template <class T, int D>
 struct LeafEval {
   T const* base;
   Index<D> st;             // 0 on broadcast axes
-  std::int64_t step = 1;   // along a line read with Read::repeat: 0 if broadcast along it
+  std::int64_t step = 1;   // along a line read with Read::repeat: 0 if it repeats one value
   T const* lp = nullptr;
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const&) {}
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) { lp = base + dot<D>(i, st); }
-  template <Read R = Read::plain>
+  template <Read = Read::plain>
   SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const {
-    if constexpr (R == Read::repeat) return lp[j * step];
-    else return lp[j];
+    return lp[j];
   }
   template <int V>
   SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t j) const {
@@ -147,7 +147,9 @@ struct LeafEval {
   }
   void set_split(bool) {}
   template <class L>
-  void link(L&) {}
+  void link(L& l) {
+    if constexpr (requires { l.leaf(*this); }) l.leaf(*this);
+  }
 };
 
 // A tensor seen from a kernel's index space of rank D: right-aligned, broadcast axes stride 0.

@@ -15,6 +15,61 @@ namespace solder::detail::host {
 // Lines of prefetch_min to prefetch_max bytes have the next one requested ahead (executor.hpp).
 inline constexpr std::int64_t prefetch_min = 1024, prefetch_max = 16384;
 
+// The inputs of a run read with Read::repeat: some step through it, some repeat one value
+// along it (a per-channel [1, C, 1, 1] over the H, W of [N, C, H, W]). A loop that read each
+// with a step known only at run time would build its loads one element at a time; instead the
+// plain loop runs a chunk at a time, a repeating input reading a buffer that holds its value
+// `capacity` times (or fewer, for a shorter run), the others moved on by a chunk each time.
+struct RepeatInputs {
+  static constexpr std::int64_t capacity = 8192;  // elements: the longest host reduction block
+  std::int64_t run = capacity;                    // the longest run read (sizes the buffers)
+  struct Input {
+    void* eval;
+    void (*fill)(void* eval, void* buffer, std::int64_t n);  // the buffer: n copies of the value
+    void (*advance)(void* eval, std::int64_t n);
+    std::unique_ptr<double[]> buffer;  // (double: aligned for any element type)
+  };
+  std::vector<Input> inputs;
+  template <class T, int D>
+  void add(LeafEval<T, D>& e) {
+    static_assert(sizeof(T) <= sizeof(double));
+    auto fill = [](void* ev, void* buf, std::int64_t n) {
+      auto& leaf = *static_cast<LeafEval<T, D>*>(ev);
+      std::fill_n(static_cast<T*>(buf), n, *leaf.lp);
+      leaf.lp = static_cast<T const*>(buf);
+    };
+    auto advance = [](void* ev, std::int64_t n) { static_cast<LeafEval<T, D>*>(ev)->lp += n; };
+    if (e.step == 0) inputs.push_back({&e, fill, nullptr, std::make_unique_for_overwrite<double[]>(buffer_len<T>())});
+    else inputs.push_back({&e, nullptr, advance, nullptr});
+  }
+  template <class T>
+  std::size_t buffer_len() const {
+    return static_cast<std::size_t>((std::min(run, capacity) * sizeof(T) + sizeof(double) - 1) / sizeof(double));
+  }
+  // After begin_line: the repeating inputs read their buffers, holding n copies of their value.
+  void begin(std::int64_t n) {
+    for (auto& in : inputs)
+      if (in.fill) in.fill(in.eval, in.buffer.get(), std::min({n, run, capacity}));
+  }
+  void advance(std::int64_t n) {
+    for (auto& in : inputs)
+      if (in.advance) in.advance(in.eval, n);
+  }
+};
+
+// What one copy of an evaluator builds for itself when linked (it points into that copy): a
+// copy of the evaluator starts without it.
+template <class T>
+struct PerCopy {
+  std::unique_ptr<T> p;
+  PerCopy() = default;
+  PerCopy(PerCopy const&) {}
+  PerCopy& operator=(PerCopy const&) {
+    p.reset();
+    return *this;
+  }
+};
+
 // Links of one host evaluator copy, plus what shared inputs need (eval.hpp: RecordEval and
 // RecallEval): the line the copy writes, the reductions that record their input on it, and the
 // uses that read those records back. resolve() pairs them once everything is linked.
@@ -41,6 +96,12 @@ struct LineLinks : Links {
   void add_user(User u) {
     if (nuser < capacity) user[nuser++] = u;
     else overflow = true;
+  }
+  // Inputs read with Read::repeat register here (LeafEval::link), when set.
+  RepeatInputs* repeating = nullptr;
+  template <class T, int D>
+  void leaf(LeafEval<T, D>& e) {
+    if (repeating) repeating->add(e);
   }
   // Whether every use found its record: only then may the kernel read lines with Read::shared.
   bool resolve() {
@@ -204,6 +265,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   std::int64_t run = 0;
   int run_from = F;
   bool repeat = false;
+  PerCopy<RepeatInputs> run_inputs{};  // with repeat: this copy's, once linked
   ReduceEval const* first = nullptr;  // the same reduction, earlier in this kernel
   Index<F> at_f{};                     // where `value` was computed
   R value{};
@@ -229,10 +291,10 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     A acc;
     if (block) {
       acc = split ? reduce_split(f) : reduce_block(child, f, 0, count);
-    } else if (run > 0) {
+    } else if (run > 0 && (!repeat || run_inputs.p)) {  // (a copy made after linking: below)
       acc = Op::template identity<A>();
       for (std::int64_t first_of_run = 0; first_of_run < count; first_of_run += run) {
-        A part = repeat ? reduce_block<Read::repeat>(child, f, 0, run) : reduce_block(child, f, 0, run);
+        A part = repeat ? reduce_repeating(f) : reduce_block(child, f, 0, run);
         if constexpr (requires { part.index; })  // argmax: an index into all reduced elements
           if (part.index >= 0) part.index += first_of_run;
         acc = Op::merge(acc, part);
@@ -265,6 +327,23 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     if constexpr (Rd == Read::plain && is_record<Child>::value)
       if (c.rec) return reduce_range<Op, A, Read::shared>(c, b, e);
     return reduce_range<Op, A, Rd>(c, b, e);
+  }
+  // reduce_range over one run whose inputs repeat (RepeatInputs): the same blocks with the
+  // plain loop, each block one chunk of the inputs, so the same result.
+  A reduce_repeating(Index<F> const& f) {
+    constexpr std::int64_t len = reduce_block_len<A>;
+    static_assert(len <= RepeatInputs::capacity);
+    child.begin_line(f);
+    run_inputs.p->begin(run);
+    A total = Op::template identity<A>();
+    for (std::int64_t b = 0; b < run; b += len) {
+      A part = reduce_lane_block<Op, A>(child, 0, std::min(len, run - b));
+      if constexpr (requires { part.index; })  // argmax: an index into the run
+        if (part.index >= 0) part.index += b;
+      total = Op::merge(total, part);
+      run_inputs.p->advance(len);
+    }
+    return total;
   }
   // Threads share out whole blocks of reduce_range; the blocks' partials are then folded in
   // order, exactly as reduce_block folds them: the result does not depend on the thread count.
@@ -371,7 +450,15 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
                        std::equal(fdom.begin(), fdom.end(), l.dom);
       if (same_line) l.add_source(type_key<Child>(), &child);
     }
+    RepeatInputs* outer = l.repeating;  // its input's leaves are read by its own loop
+    l.repeating = nullptr;
+    if (repeat) {
+      run_inputs.p = std::make_unique<RepeatInputs>();
+      run_inputs.p->run = run;
+      l.repeating = run_inputs.p.get();
+    }
     child.link(l);
+    l.repeating = outer;
   }
 };
 

@@ -51,6 +51,19 @@ SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
   for (std::int64_t j = b; j < end; ++j) out[j] = static_cast<OutT>(e.template line<R>(j));
 }
 
+// out[b, end) of a line whose inputs repeat along it (Read::repeat, RepeatInputs; the inputs at
+// the line's start): the plain loop a chunk at a time.
+template <class OutT, class Ev>
+void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end) {
+  constexpr std::int64_t chunk = 1024;  // a few KiB of each repeating input's value, in L1
+  in.begin(std::min(chunk, end - b));
+  in.advance(b);
+  for (std::int64_t c = b; c < end; c += chunk) {
+    write_run<Read::plain>(out + c, e, 0, std::min(chunk, end - c));
+    in.advance(chunk);
+  }
+}
+
 // Lines [o_begin, o_end) of the output: prepare each line's reductions, then write it.
 // Works on its own copy of the evaluator: a local whose address never escapes, so the
 // compiler keeps its per-line values (reductions, pointers) in registers and hoists what
@@ -62,6 +75,9 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   Ev e = ev;
   LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
+  RepeatInputs repeating;
+  repeating.run = std::min<std::int64_t>(len, 1024);
+  if (contiguous && read == Read::repeat) links.repeating = &repeating;
   e.link(links);
   if (links.resolve()) read = Read::shared;
   // The next line's inputs and output are requested while this one is computed: the hardware
@@ -83,7 +99,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
       e.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
       if (read == Read::shared) write_run<Read::shared>(op, e, 0, len);
-      else if (read == Read::repeat) write_run<Read::repeat>(op, e, 0, len);
+      else if (read == Read::repeat) write_repeating(op, e, repeating, 0, len);
       else write_run<Read::plain>(op, e, 0, len);
     } else {
       for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
@@ -122,9 +138,16 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
     ev.prepare(zero);
     SOLDER_OMP(parallel) {
       Ev e = ev;
+      RepeatInputs repeating;  // this copy's inputs, for Read::repeat (an element-wise kernel)
+      repeating.run = 1024;
+      if (read == Read::repeat) {
+        LineLinks links;
+        links.repeating = &repeating;
+        e.link(links);
+      }
       e.begin_line(zero);
       auto [b, end] = my_share(len, 16);  // whole cache lines
-      if (read == Read::repeat) write_run<Read::repeat>(out, e, b, end);
+      if (read == Read::repeat) write_repeating(out, e, repeating, b, end);
       else write_run<Read::plain>(out, e, b, end);
     }
   } else if (outer < threads) {
