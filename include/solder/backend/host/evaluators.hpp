@@ -39,12 +39,12 @@ struct RepeatInputs {
       leaf.lp = static_cast<T const*>(buf);
     };
     auto advance = [](void* ev, std::int64_t n) { static_cast<LeafEval<T, D>*>(ev)->lp += n; };
-    if (e.step == 0) inputs.push_back({&e, fill, nullptr, std::make_unique_for_overwrite<double[]>(buffer_len<T>())});
-    else inputs.push_back({&e, nullptr, advance, nullptr});
-  }
-  template <class T>
-  std::size_t buffer_len() const {
-    return static_cast<std::size_t>((std::min(run, capacity) * sizeof(T) + sizeof(double) - 1) / sizeof(double));
+    if (e.step != 0) {
+      inputs.push_back({&e, nullptr, advance, nullptr});
+      return;
+    }
+    auto doubles = static_cast<std::size_t>((std::min(run, capacity) * std::int64_t(sizeof(T)) + 7) / 8);
+    inputs.push_back({&e, fill, nullptr, std::make_unique_for_overwrite<double[]>(doubles)});
   }
   // After begin_line: the repeating inputs read their buffers, holding n copies of their value.
   void begin(std::int64_t n) {
@@ -291,7 +291,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     A acc;
     if (block) {
       acc = split ? reduce_split(f) : reduce_block(child, f, 0, count);
-    } else if (run > 0 && (!repeat || run_inputs.p)) {  // (a copy made after linking: below)
+    } else if (run > 0 && (!repeat || run_inputs.p)) {  // (an unlinked copy: index by index)
       acc = Op::template identity<A>();
       for (std::int64_t first_of_run = 0; first_of_run < count; first_of_run += run) {
         A part = repeat ? reduce_repeating(f) : reduce_block(child, f, 0, run);

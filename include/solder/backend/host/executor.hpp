@@ -53,14 +53,14 @@ SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
 
 // out[b, end) of a line whose inputs repeat along it (Read::repeat, RepeatInputs; the inputs at
 // the line's start): the plain loop a chunk at a time.
+inline constexpr std::int64_t repeat_chunk = 1024;  // a few KiB of each repeating value, in L1
 template <class OutT, class Ev>
 void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end) {
-  constexpr std::int64_t chunk = 1024;  // a few KiB of each repeating input's value, in L1
-  in.begin(std::min(chunk, end - b));
+  in.begin(std::min(repeat_chunk, end - b));
   in.advance(b);
-  for (std::int64_t c = b; c < end; c += chunk) {
-    write_run<Read::plain>(out + c, e, 0, std::min(chunk, end - c));
-    in.advance(chunk);
+  for (std::int64_t c = b; c < end; c += repeat_chunk) {
+    write_run<Read::plain>(out + c, e, 0, std::min(repeat_chunk, end - c));
+    in.advance(repeat_chunk);
   }
 }
 
@@ -76,7 +76,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
   RepeatInputs repeating;
-  repeating.run = std::min<std::int64_t>(len, 1024);
+  repeating.run = std::min(len, repeat_chunk);
   if (contiguous && read == Read::repeat) links.repeating = &repeating;
   e.link(links);
   if (links.resolve()) read = Read::shared;
@@ -139,7 +139,7 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
     SOLDER_OMP(parallel) {
       Ev e = ev;
       RepeatInputs repeating;  // this copy's inputs, for Read::repeat (an element-wise kernel)
-      repeating.run = 1024;
+      repeating.run = repeat_chunk;
       if (read == Read::repeat) {
         LineLinks links;
         links.repeating = &repeating;
