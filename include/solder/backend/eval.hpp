@@ -147,8 +147,11 @@ struct LeafEval {
   }
   void set_split(bool) {}
   template <class L>
-  void link(L& l) {
-    if constexpr (requires { l.leaf(*this); }) l.leaf(*this);
+  void link(L&) {}
+  // f(leaf) for each input this evaluator's own loop reads (not those of a fused reduction).
+  template <class F>
+  void for_each_leaf(F&& f) {
+    f(*this);
   }
 };
 
@@ -186,6 +189,8 @@ struct ScalarEval {
   bool contiguous(int, Index<D> const&) const { return true; }
   bool runs(int, Index<D> const&) const { return true; }
   bool same(ScalarEval const& o) const { return std::memcmp(&value, &o.value, sizeof(T)) == 0; }
+  template <class F>
+  void for_each_leaf(F&&) {}
   void prefetch_line(Index<D> const&, std::int64_t) const {}
   template <int V>
   SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
@@ -284,6 +289,10 @@ struct MapEval {
   template <class L>
   void link(L& l) {
     std::apply([&](auto&... e) { (e.link(l), ...); }, c);
+  }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    std::apply([&](auto&... e) { (e.for_each_leaf(f), ...); }, c);
   }
 };
 

@@ -22,7 +22,12 @@ inline constexpr std::int64_t prefetch_min = 1024, prefetch_max = 16384;
 // `capacity` times (or fewer, for a shorter run), the others moved on by a chunk each time.
 struct RepeatInputs {
   static constexpr std::int64_t capacity = 8192;  // elements: the longest host reduction block
-  std::int64_t run = capacity;                    // the longest run read (sizes the buffers)
+  std::int64_t run;                               // the longest run read (sizes the buffers)
+  // The inputs e's own loop reads (Ev::for_each_leaf), over runs of up to `longest`.
+  template <class Ev>
+  RepeatInputs(Ev& e, std::int64_t longest) : run(std::min(longest, capacity)) {
+    e.for_each_leaf([&](auto& leaf) { add(leaf); });
+  }
   struct Input {
     void* eval;
     void (*fill)(void* eval, void* buffer, std::int64_t n);  // the buffer: n copies of the value
@@ -43,13 +48,13 @@ struct RepeatInputs {
       inputs.push_back({&e, nullptr, advance, nullptr});
       return;
     }
-    auto doubles = static_cast<std::size_t>((std::min(run, capacity) * std::int64_t(sizeof(T)) + 7) / 8);
+    auto doubles = static_cast<std::size_t>((run * std::int64_t(sizeof(T)) + 7) / 8);
     inputs.push_back({&e, fill, nullptr, std::make_unique_for_overwrite<double[]>(doubles)});
   }
   // After begin_line: the repeating inputs read their buffers, holding n copies of their value.
   void begin(std::int64_t n) {
     for (auto& in : inputs)
-      if (in.fill) in.fill(in.eval, in.buffer.get(), std::min({n, run, capacity}));
+      if (in.fill) in.fill(in.eval, in.buffer.get(), std::min(n, run));
   }
   void advance(std::int64_t n) {
     for (auto& in : inputs)
@@ -97,12 +102,6 @@ struct LineLinks : Links {
     if (nuser < capacity) user[nuser++] = u;
     else overflow = true;
   }
-  // Inputs read with Read::repeat register here (LeafEval::link), when set.
-  RepeatInputs* repeating = nullptr;
-  template <class T, int D>
-  void leaf(LeafEval<T, D>& e) {
-    if (repeating) repeating->add(e);
-  }
   // Whether every use found its record: only then may the kernel read lines with Read::shared.
   bool resolve() {
     int found = 0;
@@ -147,6 +146,10 @@ struct SharedInput {
     ev.prefetch_line(i, len);
   }
   void set_split(bool sp) { ev.set_split(sp); }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    ev.for_each_leaf(f);
+  }
 };
 
 // A fused reduction's input that the kernel also uses outside the reduction. While a RecallEval
@@ -450,16 +453,11 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
                        std::equal(fdom.begin(), fdom.end(), l.dom);
       if (same_line) l.add_source(type_key<Child>(), &child);
     }
-    RepeatInputs* outer = l.repeating;  // its input's leaves are read by its own loop
-    l.repeating = nullptr;
-    if (repeat) {
-      run_inputs.p = std::make_unique<RepeatInputs>();
-      run_inputs.p->run = run;
-      l.repeating = run_inputs.p.get();
-    }
+    if (repeat) run_inputs.p = std::make_unique<RepeatInputs>(child, run);
     child.link(l);
-    l.repeating = outer;
   }
+  template <class Fn>
+  void for_each_leaf(Fn&&) {}  // its input's leaves are read by its own loop
 };
 
 }  // namespace solder::detail::host

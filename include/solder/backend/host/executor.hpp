@@ -51,9 +51,13 @@ SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
   for (std::int64_t j = b; j < end; ++j) out[j] = static_cast<OutT>(e.template line<R>(j));
 }
 
-// out[b, end) of a line whose inputs repeat along it (Read::repeat, RepeatInputs; the inputs at
-// the line's start): the plain loop a chunk at a time.
+// Element-wise kernels whose inputs repeat along their lines (Read::repeat): the plain loop a
+// chunk at a time, each repeating input reading a buffer of its value (RepeatInputs). These
+// work on a copy of the evaluator of their own: collecting its inputs takes their addresses,
+// which in write_lines would keep its copy in memory instead of registers.
 inline constexpr std::int64_t repeat_chunk = 1024;  // a few KiB of each repeating value, in L1
+
+// out[b, end) of the line e is at.
 template <class OutT, class Ev>
 void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end) {
   in.begin(std::min(repeat_chunk, end - b));
@@ -64,6 +68,31 @@ void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, s
   }
 }
 
+// Lines [o_begin, o_end) of the output, contiguous lines of len.
+template <class OutT, int D, class Ev>
+void write_repeating_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
+                           std::array<bool, D> const& inner, std::int64_t len, std::int64_t o_begin,
+                           std::int64_t o_end) {
+  Ev e = ev;
+  RepeatInputs in(e, std::min(len, repeat_chunk));
+  Index<D> idx{};
+  for (std::int64_t o = o_begin; o < o_end; ++o) {
+    unravel<D>(o, inner, dom, idx);
+    e.begin_line(idx);
+    write_repeating(out + dot<D>(idx, ost), e, in, 0, len);
+  }
+}
+
+// out[b, end) of the one line at `at`, a thread's share of it.
+template <class OutT, int D, class Ev>
+void write_repeating_share(Ev const& ev, OutT* out, Index<D> const& at, std::int64_t b,
+                           std::int64_t end) {
+  Ev e = ev;
+  RepeatInputs in(e, repeat_chunk);
+  e.begin_line(at);
+  write_repeating(out, e, in, b, end);
+}
+
 // Lines [o_begin, o_end) of the output: prepare each line's reductions, then write it.
 // Works on its own copy of the evaluator: a local whose address never escapes, so the
 // compiler keeps its per-line values (reductions, pointers) in registers and hoists what
@@ -72,12 +101,11 @@ template <class OutT, int D, class Ev>
 void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
                  std::array<bool, D> const& inner, bool contiguous, Read read, std::int64_t len,
                  std::int64_t o_begin, std::int64_t o_end) {
+  if (contiguous && read == Read::repeat)
+    return write_repeating_lines<OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end);
   Ev e = ev;
   LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
-  RepeatInputs repeating;
-  repeating.run = std::min(len, repeat_chunk);
-  if (contiguous && read == Read::repeat) links.repeating = &repeating;
   e.link(links);
   if (links.resolve()) read = Read::shared;
   // The next line's inputs and output are requested while this one is computed: the hardware
@@ -99,7 +127,6 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
       e.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
       if (read == Read::shared) write_run<Read::shared>(op, e, 0, len);
-      else if (read == Read::repeat) write_repeating(op, e, repeating, 0, len);
       else write_run<Read::plain>(op, e, 0, len);
     } else {
       for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
@@ -137,18 +164,14 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
     Index<D> zero{};
     ev.prepare(zero);
     SOLDER_OMP(parallel) {
-      Ev e = ev;
-      RepeatInputs repeating;  // this copy's inputs, for Read::repeat (an element-wise kernel)
-      repeating.run = repeat_chunk;
-      if (read == Read::repeat) {
-        LineLinks links;
-        links.repeating = &repeating;
-        e.link(links);
-      }
-      e.begin_line(zero);
       auto [b, end] = my_share(len, 16);  // whole cache lines
-      if (read == Read::repeat) write_repeating(out, e, repeating, b, end);
-      else write_run<Read::plain>(out, e, b, end);
+      if (read == Read::repeat) {
+        write_repeating_share<OutT, D>(ev, out, zero, b, end);
+      } else {
+        Ev e = ev;
+        e.begin_line(zero);
+        write_run<Read::plain>(out, e, b, end);
+      }
     }
   } else if (outer < threads) {
     // Too few lines to share out: a lone reduction splits its own work instead.
