@@ -152,6 +152,7 @@ void softmax_rows(float const* x, float* y, std::int64_t rows, std::int64_t cols
 void copy(float const* x, float* y, std::int64_t n);         // plain OpenMP copy loop
 void copy_stream(float const* x, float* y, std::int64_t n);  // non-temporal stores
 float read_sum(float const* x, std::int64_t n);              // read roof: 8+ vector accumulators
+void affine_relu(float const* x, float* y, std::int64_t n);  // max(x*.5+.25, 0), plain loop
 void fill(float* y, std::int64_t n, float v);                // first-touch / warm an output
 }  // namespace peer
 

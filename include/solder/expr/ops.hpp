@@ -25,6 +25,11 @@ struct Floating {  // exp, log, true division ...: ints and bool compute in floa
   template <class P>
   using result = floating_t<P>;
 };
+// Ops whose maths costs more than moving their operands (a polynomial or more per element): a
+// kernel with one is bound by arithmetic, one without by memory (the host streams the large
+// outputs of those past the caches: backend/host/executor.hpp).
+struct Heavy {};
+struct Transcendental : Floating, Heavy {};  // exp, tanh, erf ...
 struct Predicate {  // comparisons and logic: bool out
   template <class P>
   using compute = P;
@@ -66,7 +71,7 @@ SOLDER_BINARY(LogicalAnd, Predicate, "logical_and", (a != T(0)) & (b != T(0)))
 SOLDER_BINARY(LogicalOr, Predicate, "logical_or", (a != T(0)) | (b != T(0)))
 SOLDER_BINARY(LogicalXor, Predicate, "logical_xor", (a != T(0)) != (b != T(0)))
 
-struct Pow : Arith {
+struct Pow : Arith, Heavy {
   static constexpr char const* name = "pow";
   template <class T>
   SOLDER_HD SOLDER_INLINE constexpr T operator()(T a, T b) const {
@@ -79,22 +84,22 @@ SOLDER_UNARY(Neg, Arith, "neg", static_cast<T>(-x))
 SOLDER_UNARY(LogicalNot, Predicate, "logical_not", x == T(0))
 SOLDER_UNARY(Abs, Arith, "abs", x < T(0) ? static_cast<T>(-x) : x)
 SOLDER_UNARY(Relu, Arith, "relu", x < T(0) ? T(0) : x)  // NaN stays NaN
-SOLDER_UNARY(Exp, Floating, "exp", math::exp(x))
-SOLDER_UNARY(Expm1, Floating, "expm1", math::expm1(x))
-SOLDER_UNARY(Log, Floating, "log", math::log(x))
-SOLDER_UNARY(Log1p, Floating, "log1p", math::log1p(x))
+SOLDER_UNARY(Exp, Transcendental, "exp", math::exp(x))
+SOLDER_UNARY(Expm1, Transcendental, "expm1", math::expm1(x))
+SOLDER_UNARY(Log, Transcendental, "log", math::log(x))
+SOLDER_UNARY(Log1p, Transcendental, "log1p", math::log1p(x))
 SOLDER_UNARY(Sqrt, Floating, "sqrt", math::sqrt(x))
 SOLDER_UNARY(Rsqrt, Floating, "rsqrt", math::rsqrt(x))
-SOLDER_UNARY(Tanh, Floating, "tanh", math::tanh(x))
-SOLDER_UNARY(Sigmoid, Floating, "sigmoid", math::sigmoid(x))
-SOLDER_UNARY(Erf, Floating, "erf", math::erf(x))
-SOLDER_UNARY(Sin, Floating, "sin", math::sin(x))
-SOLDER_UNARY(Cos, Floating, "cos", math::cos(x))
-SOLDER_UNARY(Silu, Floating, "silu", x * math::sigmoid(x))
+SOLDER_UNARY(Tanh, Transcendental, "tanh", math::tanh(x))
+SOLDER_UNARY(Sigmoid, Transcendental, "sigmoid", math::sigmoid(x))
+SOLDER_UNARY(Erf, Transcendental, "erf", math::erf(x))
+SOLDER_UNARY(Sin, Transcendental, "sin", math::sin(x))
+SOLDER_UNARY(Cos, Transcendental, "cos", math::cos(x))
+SOLDER_UNARY(Silu, Transcendental, "silu", x * math::sigmoid(x))
 // gelu(x) = x/2 (1 + erf(x/sqrt 2)), and PyTorch's approximate="tanh" form.
-SOLDER_UNARY(Gelu, Floating, "gelu",
+SOLDER_UNARY(Gelu, Transcendental, "gelu",
              T(0.5) * x * (T(1) + math::erf(x * T(0.70710678118654752440))))
-SOLDER_UNARY(GeluTanh, Floating, "gelu_tanh",
+SOLDER_UNARY(GeluTanh, Transcendental, "gelu_tanh",
              T(0.5) * x *
                  (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
 
@@ -111,7 +116,7 @@ struct LeakyRelu : Arith {
 };
 
 // torch.nn.functional.softplus: log(1 + exp(beta x)) / beta, linear above the threshold.
-struct Softplus : Floating {
+struct Softplus : Transcendental {
   static constexpr char const* name = "softplus";
   double beta = 1, threshold = 20;
   template <class T>

@@ -90,6 +90,18 @@ constexpr int kernels_below() {
   }
 }
 
+// Whether N's maths has an op that costs more than moving its operands (ops::Heavy). Breaks
+// included: the answer is for the whole tree, erring toward "heavy".
+template <class N>
+constexpr bool heavy_maths() {
+  if constexpr (is_reduce<N>::value)
+    return heavy_maths<decltype(N::child)>();
+  else if constexpr (is_map<N>::value)
+    return std::is_base_of_v<ops::Heavy, decltype(N::op)> ||
+           over_children<N>([](auto c) { return heavy_maths<typename decltype(c)::type>(); }) > 0;
+  else return false;
+}
+
 }  // namespace detail
 
 // How many kernels evaluating E takes: a compile-time constant (DESIGN.md §1).

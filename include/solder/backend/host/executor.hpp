@@ -10,7 +10,14 @@
 // Work is split statically over threads, so results are deterministic for a thread count;
 // small kernels never fork threads.
 #pragma once
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
 
 #include "evaluators.hpp"
 
@@ -43,12 +50,88 @@ inline std::array<std::int64_t, 2> my_share(std::int64_t n, std::int64_t grain) 
   return {b, std::min(n, b + chunk)};
 }
 
-// out[j] = the line's value j for j in [b, end), its inputs read the way R says: the
+// out[j] = the line's value b + j for j in [0, n), its inputs read the way R says: the
 // vectorized loop, one compiled variant per Read.
 template <Read R, class OutT, class Ev>
-SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t end) {
+SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t n) {
   SOLDER_SIMD
-  for (std::int64_t j = b; j < end; ++j) out[j] = static_cast<OutT>(e.template line<R>(j));
+  for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<OutT>(e.template line<R>(b + j));
+}
+
+// Large outputs of kernels bound by memory are streamed past the caches (Stream): the output
+// would not stay there anyway, and a plain store first reads its cache line from memory, a
+// third of the traffic. The loop writes a chunk into a buffer in L1, copied out with
+// non-temporal stores. (Kernels bound by arithmetic were 5% slower so: ops::Heavy.)
+inline constexpr std::int64_t stream_chunk_bytes = 4096;
+
+// The size of one last-level cache (sysfs), 32 MiB where it cannot be read: outputs of at
+// least this many bytes are streamed. A reference, so that tests can lower it.
+inline std::int64_t& stream_min_bytes() {
+  static std::int64_t bytes = [] {
+    std::int64_t best = 32 << 20;
+    int best_level = 0;
+    for (int i = 0; i < 8; ++i) {
+      std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::ifstream level_file(dir + "level"), size_file(dir + "size");
+      int level = 0;
+      std::int64_t size = 0;
+      char unit = 0;
+      if (!(level_file >> level) || !(size_file >> size >> unit) || level <= best_level) continue;
+      if (unit == 'K' || unit == 'M') best = size << (unit == 'K' ? 10 : 20), best_level = level;
+    }
+    return best;
+  }();
+  return bytes;
+}
+
+// Copies n values to out: 64-byte blocks of out with non-temporal stores, the rest plainly.
+template <class T>
+void stream_copy(T* out, T const* from, std::int64_t n) {
+  auto* d = reinterpret_cast<unsigned char*>(out);
+  auto const* s = reinterpret_cast<unsigned char const*>(from);
+  std::int64_t const bytes = n * std::int64_t(sizeof(T));
+  std::int64_t const head = std::min<std::int64_t>(bytes, (0 - reinterpret_cast<std::uintptr_t>(d)) % 64);
+  std::int64_t const body_end = head + (bytes - head) / 64 * 64;
+  std::memcpy(d, s, static_cast<std::size_t>(head));
+  for (std::int64_t i = head; i < body_end; i += 64) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), _mm512_loadu_si512(s + i));
+#elif defined(__AVX__)
+    for (int k = 0; k < 64; k += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + k),
+                          _mm256_loadu_si256(reinterpret_cast<__m256i const*>(s + i + k)));
+#elif defined(__SSE2__)
+    for (int k = 0; k < 64; k += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + k),
+                       _mm_loadu_si128(reinterpret_cast<__m128i const*>(s + i + k)));
+#else
+    std::memcpy(d + i, s + i, 64);
+#endif
+  }
+  std::memcpy(d + body_end, s + body_end, static_cast<std::size_t>(bytes - body_end));
+}
+
+// write_run, streamed when Stream.
+template <bool Stream, Read R, class OutT, class Ev>
+SOLDER_INLINE void store_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t n) {
+  if constexpr (Stream) {
+    constexpr std::int64_t chunk = stream_chunk_bytes / std::int64_t(sizeof(OutT));
+    alignas(64) OutT buffer[chunk];
+    for (std::int64_t c = 0; c < n; c += chunk) {
+      std::int64_t m = std::min(chunk, n - c);
+      write_run<R>(buffer, e, b + c, m);
+      stream_copy(out + c, buffer, m);
+    }
+  } else {
+    write_run<R>(out, e, b, n);
+  }
+}
+// Streamed stores are weakly ordered: each thread fences its own before the output is read.
+template <bool Stream>
+SOLDER_INLINE void end_stores() {
+#if defined(__SSE2__)
+  if constexpr (Stream) _mm_sfence();
+#endif
 }
 
 // Element-wise kernels whose inputs repeat along their lines (Read::repeat): the plain loop a
@@ -58,18 +141,18 @@ SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
 inline constexpr std::int64_t repeat_chunk = 1024;  // a few KiB of each repeating value, in L1
 
 // out[b, end) of the line e is at.
-template <class OutT, class Ev>
+template <bool Stream, class OutT, class Ev>
 void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end) {
   in.begin(std::min(repeat_chunk, end - b));
   in.advance(b);
   for (std::int64_t c = b; c < end; c += repeat_chunk) {
-    write_run<Read::plain>(out + c, e, 0, std::min(repeat_chunk, end - c));
+    store_run<Stream, Read::plain>(out + c, e, 0, std::min(repeat_chunk, end - c));
     in.advance(repeat_chunk);
   }
 }
 
 // Lines [o_begin, o_end) of the output, contiguous lines of len.
-template <class OutT, int D, class Ev>
+template <bool Stream, class OutT, int D, class Ev>
 void write_repeating_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
                            std::array<bool, D> const& inner, std::int64_t len, std::int64_t o_begin,
                            std::int64_t o_end) {
@@ -79,30 +162,30 @@ void write_repeating_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D
   for (std::int64_t o = o_begin; o < o_end; ++o) {
     unravel<D>(o, inner, dom, idx);
     e.begin_line(idx);
-    write_repeating(out + dot<D>(idx, ost), e, in, 0, len);
+    write_repeating<Stream>(out + dot<D>(idx, ost), e, in, 0, len);
   }
 }
 
 // out[b, end) of the one line at `at`, a thread's share of it.
-template <class OutT, int D, class Ev>
+template <bool Stream, class OutT, int D, class Ev>
 void write_repeating_share(Ev const& ev, OutT* out, Index<D> const& at, std::int64_t b,
                            std::int64_t end) {
   Ev e = ev;
   RepeatInputs in(e, repeat_chunk);
   e.begin_line(at);
-  write_repeating(out, e, in, b, end);
+  write_repeating<Stream>(out, e, in, b, end);
 }
 
 // Lines [o_begin, o_end) of the output: prepare each line's reductions, then write it.
 // Works on its own copy of the evaluator: a local whose address never escapes, so the
 // compiler keeps its per-line values (reductions, pointers) in registers and hoists what
 // depends only on them (layer norm's rsqrt) out of the vectorized loop.
-template <class OutT, int D, class Ev>
+template <bool Stream, class OutT, int D, class Ev>
 void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
                  std::array<bool, D> const& inner, bool contiguous, Read read, std::int64_t len,
                  std::int64_t o_begin, std::int64_t o_end) {
   if (contiguous && read == Read::repeat)
-    return write_repeating_lines<OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end);
+    return write_repeating_lines<Stream, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end);
   Ev e = ev;
   LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
@@ -113,6 +196,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   // would pay more for it than they wait; long ones stream.)
   constexpr std::int64_t out_size = sizeof(OutT);
   bool prefetch = contiguous && len * out_size >= prefetch_min && len * out_size <= prefetch_max;
+  bool prefetch_out = prefetch && !Stream;  // streamed stores go around the cache
   Index<D> idx{}, next{};
   if (o_begin < o_end) unravel<D>(o_begin, inner, dom, idx);
   for (std::int64_t o = o_begin; o < o_end; idx = next, ++o) {
@@ -120,14 +204,14 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
     if (more) unravel<D>(o + 1, inner, dom, next);  // once per line, for the prefetch and the loop
     if (prefetch && more) {
       e.prefetch_line(next, len);
-      prefetch_run(out + dot<D>(next, ost), len, true);
+      if (prefetch_out) prefetch_run(out + dot<D>(next, ost), len, true);
     }
     e.prepare(idx);
     if (contiguous) {
       e.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      if (read == Read::shared) write_run<Read::shared>(op, e, 0, len);
-      else write_run<Read::plain>(op, e, 0, len);
+      if (read == Read::shared) store_run<Stream, Read::shared>(op, e, 0, len);
+      else store_run<Stream, Read::plain>(op, e, 0, len);
     } else {
       for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
         out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
@@ -143,9 +227,9 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
 
 // Writes `ev` over the output tensor. `inner` marks the axes walked inside one line;
 // `contiguous` says those axes form a trailing block that every input and the output walk
-// as one run, read the way `read` says. Serial kernels never enter an OpenMP region (entering
-// one costs microseconds).
-template <class OutT, int D, class Ev>
+// as one run, read the way `read` says, its stores streamed when Stream. Serial kernels never
+// enter an OpenMP region (entering one costs microseconds).
+template <bool Stream, class OutT, int D, class Ev>
 void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
            std::array<bool, D> const& inner, bool contiguous, Read read, std::int64_t work) {
   std::int64_t len = 1, outer = 1;
@@ -155,7 +239,8 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
 
   if (threads == 1) {
     ev.set_split(false);
-    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
+    write_lines<Stream, OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
+    end_stores<Stream>();
   } else if (outer == 1 && contiguous) {
     // One long run: prepare it once, then split the run itself across threads.
     ev.set_split(false);
@@ -166,28 +251,31 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
     SOLDER_OMP(parallel) {
       auto [b, end] = my_share(len, 16);  // whole cache lines
       if (read == Read::repeat) {
-        write_repeating_share<OutT, D>(ev, out, zero, b, end);
+        write_repeating_share<Stream, OutT, D>(ev, out, zero, b, end);
       } else {
         Ev e = ev;
         e.begin_line(zero);
-        write_run<Read::plain>(out, e, b, end);
+        store_run<Stream, Read::plain>(out + b, e, b, end - b);
       }
+      end_stores<Stream>();
     }
   } else if (outer < threads) {
     // Too few lines to share out: a lone reduction splits its own work instead.
     ev.set_split(true);
-    write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
+    write_lines<Stream, OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
+    end_stores<Stream>();
   } else {
     ev.set_split(false);
     SOLDER_OMP(parallel) {
       auto [b, end] = my_share(outer, 1);
-      write_lines<OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, b, end);
+      write_lines<Stream, OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, b, end);
+      end_stores<Stream>();
     }
   }
 }
 
-// Decides the loop for a built evaluator and runs it.
-template <class OutTensor, class Ev>
+// Decides the loop for a built evaluator and runs it. Light: the kernel has no ops::Heavy maths.
+template <bool Light, class OutTensor, class Ev>
 void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool has_reduce,
               std::int64_t work) {
   constexpr int D = OutTensor::rank;
@@ -219,7 +307,11 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
       inner[D - 1] = true;
     }
   }  // else: a reduction kernel, one output per line
-  drive<OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, work);
+  if constexpr (Light) {
+    if (contiguous && numel_of<D>(dom) * std::int64_t(sizeof(OutT)) >= stream_min_bytes())
+      return drive<true, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, work);
+  }
+  drive<false, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, work);
 }
 
 // A reduction whose input ends in kept dims that are one contiguous run (column sums, sum(x, 1)
@@ -255,10 +347,10 @@ void run_kernel(OutTensor& out, N const& root) {
     if constexpr (is_reduce<N>::value) {
       auto ev = make_reduce_eval<D, true>(root, temps);
       std::int64_t work = numel_of<decltype(root.child)::rank>(root.child.shape());
-      if (!write_columns(out, ev, work)) run_eval(out, ev, Lines<D>{}, true, work);
+      if (!write_columns(out, ev, work)) run_eval<false>(out, ev, Lines<D>{}, true, work);
     } else {
       auto ev = make_eval<D, false, true>(root, dom, temps);
-      run_eval(out, ev, Lines<D>{}, false, numel_of<D>(dom));
+      run_eval<!heavy_maths<N>()>(out, ev, Lines<D>{}, false, numel_of<D>(dom));
     }
     return;
   }
@@ -274,7 +366,7 @@ void run_kernel(OutTensor& out, N const& root) {
     if constexpr (!has_fused_reduce<C, C::rank, true>())
       if (write_columns(out, ev, work)) return;
   }
-  run_eval(out, ev, lines, has_reduce, work);
+  run_eval<!heavy_maths<N>()>(out, ev, lines, has_reduce, work);
 }
 
 }  // namespace solder::detail::host
