@@ -135,46 +135,6 @@ void eigen_chain(float const* xp, float* yp) {
 }
 #endif
 
-void BM_solder_fused(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.y = chain(d.x);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-
-void BM_solder_light(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.y = sd::relu(d.x * 0.5f + 0.25f);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-
-void BM_hand_omp_light(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    sb::peer::affine_relu(d.x.data(), d.y.data(), n);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-
-void BM_solder_eager(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    auto r = sd::eager(chain(d.x));  // a fresh result and a temporary per node, as PyTorch eager
-    benchmark::DoNotOptimize(r.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-
 void BM_solder_eager_cached(benchmark::State& state) {
   auto& d = data();
   block_cache::set(true);
@@ -185,48 +145,6 @@ void BM_solder_eager_cached(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   block_cache::set(false);
-  sb::set_bytes(state, bytes_per_iter);
-}
-
-void BM_hand_omp_libmvec(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    sb::peer::chain(d.x.data(), d.y.data(), n);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-
-#if defined(SOLDER_HAVE_EIGEN)
-void BM_eigen_tensor(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    eigen_chain(d.x.data(), d.y.data());
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-#endif
-
-void BM_copy_omp(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    sb::peer::copy(d.x.data(), d.y.data(), n);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-
-void BM_copy_stream(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    sb::peer::copy_stream(d.x.data(), d.y.data(), n);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
   sb::set_bytes(state, bytes_per_iter);
 }
 
@@ -289,17 +207,34 @@ int main(int argc, char** argv) {
   check_peers();
 
   auto ms = benchmark::kMillisecond;
-  sb::configure(benchmark::RegisterBenchmark("BM_solder_fused", BM_solder_fused), ms);
-  sb::configure(benchmark::RegisterBenchmark("BM_solder_eager", BM_solder_eager), ms);
+  auto& d = data();
+  sb::add("BM_solder_fused", ms, bytes_per_iter, [&] { return (d.y = chain(d.x)).data(); });
+  // A fresh result and a temporary per node, as PyTorch eager.
+  sb::add("BM_solder_eager", ms, bytes_per_iter, [&] { return sd::eager(chain(d.x)).data(); });
   sb::configure(benchmark::RegisterBenchmark("BM_solder_eager_cached", BM_solder_eager_cached), ms);
-  sb::configure(benchmark::RegisterBenchmark("BM_hand_omp_libmvec", BM_hand_omp_libmvec), ms);
+  sb::add("BM_hand_omp_libmvec", ms, bytes_per_iter, [&] {
+    sb::peer::chain(d.x.data(), d.y.data(), n);
+    return d.y.data();
+  });
 #if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_eigen_tensor", BM_eigen_tensor), ms);
+  sb::add("BM_eigen_tensor", ms, bytes_per_iter, [&] {
+    eigen_chain(d.x.data(), d.y.data());
+    return d.y.data();
+  });
 #endif
-  sb::configure(benchmark::RegisterBenchmark("BM_solder_light", BM_solder_light), ms);
-  sb::configure(benchmark::RegisterBenchmark("BM_hand_omp_light", BM_hand_omp_light), ms);
-  sb::configure(benchmark::RegisterBenchmark("BM_copy_omp", BM_copy_omp), ms);
-  sb::configure(benchmark::RegisterBenchmark("BM_copy_stream", BM_copy_stream), ms);
+  sb::add("BM_solder_light", ms, bytes_per_iter, [&] { return (d.y = sd::relu(d.x * 0.5f + 0.25f)).data(); });
+  sb::add("BM_hand_omp_light", ms, bytes_per_iter, [&] {
+    sb::peer::affine_relu(d.x.data(), d.y.data(), n);
+    return d.y.data();
+  });
+  sb::add("BM_copy_omp", ms, bytes_per_iter, [&] {
+    sb::peer::copy(d.x.data(), d.y.data(), n);
+    return d.y.data();
+  });
+  sb::add("BM_copy_stream", ms, bytes_per_iter, [&] {
+    sb::peer::copy_stream(d.x.data(), d.y.data(), n);
+    return d.y.data();
+  });
 
   sb::MedianReporter rep;
   if (!sb::run_benchmarks(argc, argv, rep)) return 1;

@@ -34,44 +34,6 @@ Data& data() {
   }
 }
 
-void BM_solder_relu_affine(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.y = sd::relu(d.x * 2.f + 1.f);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, 2.0 * n * sizeof(float));
-}
-void BM_solder_relu_affine_static(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.ys = sd::relu(d.xs * 2.f + 1.f);
-    benchmark::DoNotOptimize(d.ys.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, 2.0 * n * sizeof(float));
-}
-void BM_solder_chain(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    auto const& x = d.x;
-    d.y = sd::tanh(x * 0.5f + 0.25f) * sd::sigmoid(x) + x * x * 0.1f - 0.3f;
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, 2.0 * n * sizeof(float));
-}
-void BM_hand_relu_affine(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    hand_relu_affine(d.x.data(), d.y.data(), n);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, 2.0 * n * sizeof(float));
-}
-
 void check() {
   auto& d = data();
   sd::Tensor<float, 1> ref = sd::zeros<float>(n);
@@ -90,10 +52,18 @@ int main(int argc, char** argv) {
   check();
 
   auto ns = benchmark::kNanosecond;
-  sb::configure(benchmark::RegisterBenchmark("BM_solder_relu_affine", BM_solder_relu_affine), ns);
-  sb::configure(benchmark::RegisterBenchmark("BM_solder_relu_affine_static", BM_solder_relu_affine_static), ns);
-  sb::configure(benchmark::RegisterBenchmark("BM_hand_relu_affine", BM_hand_relu_affine), ns);
-  sb::configure(benchmark::RegisterBenchmark("BM_solder_chain", BM_solder_chain), ns);
+  auto& d = data();
+  double const bytes = 2.0 * n * sizeof(float);
+  sb::add("BM_solder_relu_affine", ns, bytes, [&] { return (d.y = sd::relu(d.x * 2.f + 1.f)).data(); });
+  sb::add("BM_solder_relu_affine_static", ns, bytes, [&] { return (d.ys = sd::relu(d.xs * 2.f + 1.f)).data(); });
+  sb::add("BM_hand_relu_affine", ns, bytes, [&] {
+    hand_relu_affine(d.x.data(), d.y.data(), n);
+    return d.y.data();
+  });
+  sb::add("BM_solder_chain", ns, bytes, [&] {
+    auto const& x = d.x;
+    return (d.y = sd::tanh(x * 0.5f + 0.25f) * sd::sigmoid(x) + x * x * 0.1f - 0.3f).data();
+  });
 
   sb::MedianReporter rep;
   if (!sb::run_benchmarks(argc, argv, rep)) return 1;

@@ -69,88 +69,6 @@ void eigen_sum_middle(float const* tp, float* out) {
 }
 #endif
 
-void BM_sum_solder(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.s = sd::sum(d.x);
-    benchmark::DoNotOptimize(d.s.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, static_cast<double>(n) * sizeof(float));
-}
-void BM_read_roof(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    float v = sb::peer::read_sum(d.x.data(), n);
-    benchmark::DoNotOptimize(v);
-  }
-  sb::set_bytes(state, static_cast<double>(n) * sizeof(float));
-}
-void BM_row_sum_solder(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.row = sd::sum(d.m, 1);
-    benchmark::DoNotOptimize(d.row.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, static_cast<double>(rows * cols + rows) * sizeof(float));
-}
-void BM_col_sum_solder(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.col = sd::sum(d.m, 0);
-    benchmark::DoNotOptimize(d.col.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, static_cast<double>(rows * cols + cols) * sizeof(float));
-}
-void BM_middle_sum_solder(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    d.pooled = sd::sum(d.t, 1);
-    benchmark::DoNotOptimize(d.pooled.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, static_cast<double>(batch * tokens * cols + batch * cols) * sizeof(float));
-}
-#if defined(SOLDER_HAVE_EIGEN)
-void BM_sum_eigen(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    float v = eigen_sum(d.x.data());
-    benchmark::DoNotOptimize(v);
-  }
-  sb::set_bytes(state, static_cast<double>(n) * sizeof(float));
-}
-void BM_row_sum_eigen(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    eigen_sum_dim(d.m.data(), d.row.data(), 1);
-    benchmark::DoNotOptimize(d.row.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, static_cast<double>(rows * cols + rows) * sizeof(float));
-}
-void BM_col_sum_eigen(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    eigen_sum_dim(d.m.data(), d.col.data(), 0);
-    benchmark::DoNotOptimize(d.col.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, static_cast<double>(rows * cols + cols) * sizeof(float));
-}
-void BM_middle_sum_eigen(benchmark::State& state) {
-  auto& d = data();
-  for (auto _ : state) {
-    eigen_sum_middle(d.t.data(), d.pooled.data());
-    benchmark::DoNotOptimize(d.pooled.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, static_cast<double>(batch * tokens * cols + batch * cols) * sizeof(float));
-}
-#endif
-
 void check_peers() {
   auto& d = data();
   double ref = 0;
@@ -225,22 +143,30 @@ int main(int argc, char** argv) {
   check_peers();
 
   auto us = benchmark::kMicrosecond;
-  sb::configure(benchmark::RegisterBenchmark("BM_sum_solder", BM_sum_solder), us);
-  sb::configure(benchmark::RegisterBenchmark("BM_read_roof", BM_read_roof), us);
+  auto& d = data();
+  double const full = static_cast<double>(n) * sizeof(float);
+  double const by_row = static_cast<double>(rows * cols + rows) * sizeof(float);
+  double const by_col = static_cast<double>(rows * cols + cols) * sizeof(float);
+  double const middle = static_cast<double>(batch * tokens * cols + batch * cols) * sizeof(float);
+  sb::add("BM_sum_solder", us, full, [&] { return (d.s = sd::sum(d.x)).data(); });
+  sb::add("BM_read_roof", us, full, [&] { return sb::peer::read_sum(d.x.data(), n); });
+  sb::add("BM_row_sum_solder", us, by_row, [&] { return (d.row = sd::sum(d.m, 1)).data(); });
+  sb::add("BM_col_sum_solder", us, by_col, [&] { return (d.col = sd::sum(d.m, 0)).data(); });
+  sb::add("BM_middle_sum_solder", us, middle, [&] { return (d.pooled = sd::sum(d.t, 1)).data(); });
 #if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_sum_eigen", BM_sum_eigen), us);
-#endif
-  sb::configure(benchmark::RegisterBenchmark("BM_row_sum_solder", BM_row_sum_solder), us);
-#if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_row_sum_eigen", BM_row_sum_eigen), us);
-#endif
-  sb::configure(benchmark::RegisterBenchmark("BM_col_sum_solder", BM_col_sum_solder), us);
-#if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_col_sum_eigen", BM_col_sum_eigen), us);
-#endif
-  sb::configure(benchmark::RegisterBenchmark("BM_middle_sum_solder", BM_middle_sum_solder), us);
-#if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_middle_sum_eigen", BM_middle_sum_eigen), us);
+  sb::add("BM_sum_eigen", us, full, [&] { return eigen_sum(d.x.data()); });
+  sb::add("BM_row_sum_eigen", us, by_row, [&] {
+    eigen_sum_dim(d.m.data(), d.row.data(), 1);
+    return d.row.data();
+  });
+  sb::add("BM_col_sum_eigen", us, by_col, [&] {
+    eigen_sum_dim(d.m.data(), d.col.data(), 0);
+    return d.col.data();
+  });
+  sb::add("BM_middle_sum_eigen", us, middle, [&] {
+    eigen_sum_middle(d.t.data(), d.pooled.data());
+    return d.pooled.data();
+  });
 #endif
 
   sb::MedianReporter rep;

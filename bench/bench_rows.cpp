@@ -116,62 +116,6 @@ auto batch_norm2d(sd::Tensor<float, 2> const& x) {
   return centered * sd::rsqrt(sd::mean(centered * centered, d023, sd::keepdim) + float(eps));
 }
 
-template <class F>
-void timed(benchmark::State& state, F&& f) {
-  auto& d = data();
-  for (auto _ : state) {
-    f(d);
-    benchmark::DoNotOptimize(d.y.data());
-    benchmark::ClobberMemory();
-  }
-  sb::set_bytes(state, bytes_per_iter);
-}
-
-void BM_softmax_solder(benchmark::State& s) {
-  timed(s, [](Data& d) { d.y = sd::softmax(d.x, -1); });
-}
-void BM_softmax_hand(benchmark::State& s) {
-  timed(s, [](Data& d) { sb::peer::softmax_rows(d.x.data(), d.y.data(), rows, cols); });
-}
-void BM_layer_norm_solder(benchmark::State& s) {
-  timed(s, [](Data& d) { d.y = sd::layer_norm(d.x, d.gamma, d.beta, eps); });
-}
-void BM_batch_norm_solder(benchmark::State& s) {
-  timed(s, [](Data& d) { d.y = batch_norm(d.x); });
-}
-void BM_batch_norm_eager(benchmark::State& s) {
-  timed(s, [](Data& d) { d.y = sd::eager(batch_norm(d.x)); });
-}
-void BM_batch_norm2d_solder(benchmark::State& s) {
-  timed(s, [](Data& d) {
-    auto y = as_nchw(d.y);
-    y = batch_norm2d(d.x);
-  });
-}
-void BM_batch_norm2d_eager(benchmark::State& s) {
-  timed(s, [](Data& d) {
-    auto y = sd::eager(batch_norm2d(d.x));  // a new tensor, as eager's other results
-    benchmark::DoNotOptimize(y.data());
-  });
-}
-#if defined(SOLDER_HAVE_EIGEN)
-void BM_batch_norm_eigen(benchmark::State& s) {
-  timed(s, [](Data& d) { eigen_batch_norm(d.x.data(), d.y.data()); });
-}
-void BM_softmax_eigen(benchmark::State& s) {
-  timed(s, [](Data& d) { eigen_softmax(d.x.data(), d.y.data()); });
-}
-void BM_layer_norm_eigen(benchmark::State& s) {
-  timed(s, [](Data& d) { eigen_layer_norm(d.x.data(), d.gamma.data(), d.beta.data(), d.y.data()); });
-}
-#endif
-void BM_copy_omp(benchmark::State& s) {
-  timed(s, [](Data& d) { sb::peer::copy(d.x.data(), d.y.data(), n); });
-}
-void BM_copy_stream(benchmark::State& s) {
-  timed(s, [](Data& d) { sb::peer::copy_stream(d.x.data(), d.y.data(), n); });
-}
-
 void check_peers() {
   auto& d = data();
   auto sm = sd::softmax(d.x, -1);
@@ -275,24 +219,33 @@ int main(int argc, char** argv) {
   check_peers();
 
   auto us = benchmark::kMicrosecond;
-  sb::configure(benchmark::RegisterBenchmark("BM_softmax_solder", BM_softmax_solder), us);
+  auto& d = data();
+  auto add = [&](char const* name, auto f) {
+    sb::add(name, us, bytes_per_iter, [&d, f] {
+      f(d);
+      return d.y.data();
+    });
+  };
+  add("BM_softmax_solder", [](Data& d) { d.y = sd::softmax(d.x, -1); });
+  add("BM_softmax_hand", [](Data& d) { sb::peer::softmax_rows(d.x.data(), d.y.data(), rows, cols); });
+  add("BM_layer_norm_solder", [](Data& d) { d.y = sd::layer_norm(d.x, d.gamma, d.beta, eps); });
+  add("BM_batch_norm_solder", [](Data& d) { d.y = batch_norm(d.x); });
+  add("BM_batch_norm_eager", [](Data& d) { d.y = sd::eager(batch_norm(d.x)); });
+  add("BM_batch_norm2d_solder", [](Data& d) {
+    auto y = as_nchw(d.y);  // a view: writes d.y
+    y = batch_norm2d(d.x);
+  });
+  add("BM_batch_norm2d_eager", [](Data& d) {
+    auto y = sd::eager(batch_norm2d(d.x));  // a new tensor, as eager's other results
+    benchmark::DoNotOptimize(y.data());
+  });
 #if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_softmax_eigen", BM_softmax_eigen), us);
+  add("BM_softmax_eigen", [](Data& d) { eigen_softmax(d.x.data(), d.y.data()); });
+  add("BM_layer_norm_eigen", [](Data& d) { eigen_layer_norm(d.x.data(), d.gamma.data(), d.beta.data(), d.y.data()); });
+  add("BM_batch_norm_eigen", [](Data& d) { eigen_batch_norm(d.x.data(), d.y.data()); });
 #endif
-  sb::configure(benchmark::RegisterBenchmark("BM_softmax_hand", BM_softmax_hand), us);
-  sb::configure(benchmark::RegisterBenchmark("BM_layer_norm_solder", BM_layer_norm_solder), us);
-#if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_layer_norm_eigen", BM_layer_norm_eigen), us);
-#endif
-  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_solder", BM_batch_norm_solder), us);
-#if defined(SOLDER_HAVE_EIGEN)
-  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_eigen", BM_batch_norm_eigen), us);
-#endif
-  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm_eager", BM_batch_norm_eager), us);
-  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm2d_solder", BM_batch_norm2d_solder), us);
-  sb::configure(benchmark::RegisterBenchmark("BM_batch_norm2d_eager", BM_batch_norm2d_eager), us);
-  sb::configure(benchmark::RegisterBenchmark("BM_copy_omp", BM_copy_omp), us);
-  sb::configure(benchmark::RegisterBenchmark("BM_copy_stream", BM_copy_stream), us);
+  add("BM_copy_omp", [](Data& d) { sb::peer::copy(d.x.data(), d.y.data(), n); });
+  add("BM_copy_stream", [](Data& d) { sb::peer::copy_stream(d.x.data(), d.y.data(), n); });
 
   sb::MedianReporter rep;
   if (!sb::run_benchmarks(argc, argv, rep)) return 1;

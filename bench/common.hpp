@@ -3,6 +3,7 @@
 //
 //   * configure(b, unit)    the house settings: real time (the kernels are multi-threaded),
 //                           5 repetitions, aggregates only; the medians are what ratios use.
+//   * add(name, unit, bytes, f)  registers a benchmark whose iteration is f(), so configured.
 //   * MedianReporter        the console reporter, which also keeps each benchmark's median
 //                           real time so main() can print the target lines itself.
 //   * report_ratio(...)     "ratio fused/eager: 4.30x (target >= 4x) MET".
@@ -36,6 +37,21 @@ inline void set_bytes(benchmark::State& state, double bytes_per_iteration) {
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes_per_iteration) *
                           static_cast<std::int64_t>(state.iterations()));
   state.counters["MiB/iter"] = bytes_per_iteration / (1024.0 * 1024.0);
+}
+
+// Registers `name` in the house settings: each iteration runs f(), which returns what it wrote
+// (a pointer to the output, or a value), kept from the optimizer; `bytes` moved per iteration.
+template <class F>
+void add(char const* name, benchmark::TimeUnit unit, double bytes, F f) {
+  auto run = [f, bytes](benchmark::State& state) {
+    for (auto _ : state) {
+      auto written = f();
+      benchmark::DoNotOptimize(written);
+      benchmark::ClobberMemory();
+    }
+    set_bytes(state, bytes);
+  };
+  configure(benchmark::RegisterBenchmark(name, run), unit);
 }
 
 class MedianReporter : public benchmark::ConsoleReporter {
