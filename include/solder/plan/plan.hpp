@@ -90,15 +90,18 @@ constexpr int kernels_below() {
   }
 }
 
-// Whether N's maths has an op that costs more than moving its operands (ops::Heavy). Breaks
-// included: the answer is for the whole tree, erring toward "heavy".
-template <class N>
+// Whether the kernel N belongs to (evaluated in an index space of rank D) has an op whose maths
+// costs more than moving its operands (ops::Heavy). Breaks are kernels of their own.
+template <class N, int D, bool InReduce>
 constexpr bool heavy_maths() {
-  if constexpr (is_reduce<N>::value)
-    return heavy_maths<decltype(N::child)>();
+  if constexpr (is_break<N, D, InReduce>())
+    return false;
+  else if constexpr (is_reduce<N>::value)
+    return heavy_maths<decltype(N::child), decltype(N::child)::rank, true>();
   else if constexpr (is_map<N>::value)
-    return std::is_base_of_v<ops::Heavy, decltype(N::op)> ||
-           over_children<N>([](auto c) { return heavy_maths<typename decltype(c)::type>(); }) > 0;
+    return std::is_base_of_v<ops::Heavy, decltype(N::op)> || over_children<N>([](auto c) {
+             return heavy_maths<typename decltype(c)::type, D, InReduce>();
+           }) > 0;
   else return false;
 }
 

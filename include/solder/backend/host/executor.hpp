@@ -350,7 +350,7 @@ void run_kernel(OutTensor& out, N const& root) {
       if (!write_columns(out, ev, work)) run_eval<false>(out, ev, Lines<D>{}, true, work);
     } else {
       auto ev = make_eval<D, false, true>(root, dom, temps);
-      run_eval<!heavy_maths<N>()>(out, ev, Lines<D>{}, false, numel_of<D>(dom));
+      run_eval<!heavy_maths<N, D, false>()>(out, ev, Lines<D>{}, false, numel_of<D>(dom));
     }
     return;
   }
@@ -366,7 +366,7 @@ void run_kernel(OutTensor& out, N const& root) {
     if constexpr (!has_fused_reduce<C, C::rank, true>())
       if (write_columns(out, ev, work)) return;
   }
-  run_eval<!heavy_maths<N>()>(out, ev, lines, has_reduce, work);
+  run_eval<!heavy_maths<N, D, false>()>(out, ev, lines, has_reduce, work);
 }
 
 }  // namespace solder::detail::host
