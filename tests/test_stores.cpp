@@ -72,19 +72,24 @@ TEST_CASE("streamed outputs equal plainly stored ones", "[stores]") {
     same_streamed<double>([&] { return d / 3.0 + 1.0; }, n, "double d / 3 + 1");
   }
 
-  // Lines (layer norm's rows of 1029, most not starting on a cache line) and runs with a
-  // repeating input (a column over the rows).
+  // Runs with a repeating input (a column over the rows) and lines (layer norm's rows of 1029,
+  // most not starting on a cache line).
   auto m = ref::uniform<float>(-2, 2, 37, 1029);
   auto gamma = ref::uniform<float>(0.5, 2, 1029), beta = ref::uniform<float>(-1, 1, 1029);
   auto col = ref::uniform<float>(-2, 2, 37, 1);
-  auto both = [&](std::int64_t threshold) {  // into sentinels: memory may be reused
+  // A value folded by a reduction and used again, read back from the line's record (Read::shared).
+  auto scaled = m * 2.f / sd::sum(m * 2.f, 1, sd::keepdim);
+  REQUIRE(sd::explain(scaled).find("shared: mul") != std::string::npos);
+  auto all = [&](std::int64_t threshold) {  // into sentinels: memory may be reused
     StreamFrom s(threshold);
-    auto out = sd::full<float>(sd::shape(37, 1029), 7.f), norm = out.clone();
+    auto out = sd::full<float>(sd::shape(37, 1029), 7.f), norm = out.clone(), share = out.clone();
     out = m * col + 1.f;
     norm = sd::layer_norm(m, gamma, beta);
-    return std::pair(sd::to_vector(out), sd::to_vector(norm));
+    share = scaled;
+    return std::array{sd::to_vector(out), sd::to_vector(norm), sd::to_vector(share)};
   };
-  auto plain = both(std::int64_t(1) << 60), streamed = both(0);
-  CHECK(streamed.first == plain.first);
-  CHECK(streamed.second == plain.second);
+  auto plain = all(std::int64_t(1) << 60), streamed = all(0);
+  CHECK(streamed[0] == plain[0]);
+  CHECK(streamed[1] == plain[1]);
+  CHECK(streamed[2] == plain[2]);
 }
