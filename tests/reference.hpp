@@ -9,6 +9,7 @@
 //   ref::check_close  |actual - expected| <= ulps * ulp_T(expected) + abs + scale_eps*eps_T*scale
 //   ref::check_equal  exact equality (integers, bools, comparisons)
 //   ref::uniform<T>   random tensors from a fixed-seed std::mt19937_64 (not solder's RNG)
+//   ref::iota2        a [rows, cols] float tensor holding 0, 1, 2, ... in row-major order
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -360,6 +361,14 @@ void check_equal(TT const& t, Array const& expected, std::string const& what) {
 inline std::mt19937_64& rng() {
   static std::mt19937_64 g(20240611);
   return g;
+}
+
+// [rows, cols] filled with 0, 1, 2, ... in row-major order.
+inline sd::Tensor<float, 2> iota2(std::int64_t rows, std::int64_t cols) {
+  sd::Tensor<float, 2> t(rows, cols);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) t(i, j) = static_cast<float>(i * cols + j);
+  return t;
 }
 
 // A contiguous tensor of the given sizes with values uniform in [lo, hi) (integers: [lo, hi]

@@ -1,6 +1,6 @@
 // Run-time misuse throws sd::Error naming the op and the shapes (DESIGN.md §5), at the line
 // that wrote it, and a failed assignment writes nothing.
-#include <catch2/catch.hpp>
+#include "reference.hpp"
 
 #include <cstdint>
 #include <stdexcept>
@@ -10,17 +10,6 @@
 
 namespace sd = solder;
 using Catch::Matchers::Contains;
-
-namespace {
-
-sd::Tensor<float, 2> iota2(std::int64_t rows, std::int64_t cols) {
-  sd::Tensor<float, 2> t(rows, cols);
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) t(i, j) = static_cast<float>(i * cols + j);
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("sd::Error is a std::runtime_error with a solder: prefix", "[errors]") {
   sd::Tensor<float, 1> x(3);
@@ -34,14 +23,14 @@ TEST_CASE("sd::Error is a std::runtime_error with a solder: prefix", "[errors]")
 }
 
 TEST_CASE("broadcasting mismatch throws when the expression is built", "[errors][broadcast]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   auto v = sd::arange<float>(5);
   REQUIRE_THROWS_AS(x + v, sd::Error);
   REQUIRE_THROWS_WITH(x + v, Contains("add") && Contains("[3, 4]") && Contains("[5]") &&
                                  Contains("broadcast"));
   REQUIRE_THROWS_WITH(x * v, Contains("mul") && Contains("[3, 4]") && Contains("[5]"));
   REQUIRE_THROWS_WITH(sd::maximum(v, x), Contains("maximum") && Contains("[3, 4]") && Contains("broadcast"));
-  auto y = iota2(4, 3);
+  auto y = ref::iota2(4, 3);
   REQUIRE_THROWS_WITH(x - y, Contains("sub") && Contains("[3, 4]") && Contains("[4, 3]"));
   // Deep inside a larger expression: still at construction, naming the failing op.
   REQUIRE_THROWS_WITH(sd::exp(x * 2.f) / sd::sqrt(y + 1.f),
@@ -55,7 +44,7 @@ TEST_CASE("broadcasting mismatch throws when the expression is built", "[errors]
 
 // The message shows the operands' own shapes ([5] and [3, 4]), not a partial broadcast.
 TEST_CASE("broadcast errors name every operand's own shape", "[errors][broadcast]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   auto v = sd::arange<float>(5);
   CHECK_THROWS_WITH(sd::maximum(v, x), Contains("[5]") && Contains("[3, 4]"));
   auto col = sd::ones<float>(2, 1);
@@ -63,7 +52,7 @@ TEST_CASE("broadcast errors name every operand's own shape", "[errors][broadcast
 }
 
 TEST_CASE("assigning an expression of another shape throws", "[errors][assign]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   sd::Tensor<float, 2> y = sd::full<float>(sd::shape(4, 3), 7.f);
   REQUIRE_THROWS_WITH(y = x * 2.f, Contains("assign") && Contains("[3, 4]") && Contains("[4, 3]"));
   // Nothing was written.
@@ -89,7 +78,7 @@ TEST_CASE("assigning an expression of another shape throws", "[errors][assign]")
 TEST_CASE("an assignment that fails while planning writes nothing", "[errors][assign]") {
   // Two reductions broadcast along different axes of one kernel: either the library evaluates
   // it correctly, or it throws before writing anything.
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   sd::Tensor<float, 2> y = sd::full<float>(sd::shape(3, 4), 7.f);
   bool threw = false;
   try {
@@ -110,13 +99,13 @@ TEST_CASE("an assignment that fails while planning writes nothing", "[errors][as
 TEST_CASE("a PyTorch-valid expression with two reductions along different axes evaluates",
           "[errors][assign]") {
   // softmax-like normalisation by both row and column sums: legal in PyTorch.
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   sd::Tensor<float, 2> y = sd::sum(x, 0, sd::keepdim) + sd::sum(x, 1, sd::keepdim);
   CHECK(y(2, 3) == static_cast<float>((12 + 9) + (32 + 6)));
 }
 
 TEST_CASE("bad dims throw, naming the op and the dim", "[errors][dims]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   REQUIRE_THROWS_WITH(sd::sum(x, 5), Contains("sum") && Contains("dim 5") && Contains("[3, 4]"));
   REQUIRE_THROWS_WITH(sd::mean(x, -3), Contains("mean") && Contains("dim -3"));
   REQUIRE_THROWS_WITH(sd::sum(x, 2, sd::keepdim), Contains("sum") && Contains("dim 2"));
@@ -137,7 +126,7 @@ TEST_CASE("bad dims throw, naming the op and the dim", "[errors][dims]") {
 // DESIGN.md §5 asks for the shapes in every run-time error, and for the op the user wrote
 // (softmax, not the max inside it).
 TEST_CASE("bad-dim errors name the input's shape and the user's op", "[errors][dims]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   CHECK_THROWS_WITH(sd::sum(x, 5), Contains("sum") && Contains("[3, 4]"));
   CHECK_THROWS_WITH(sd::softmax(x, -3), Contains("softmax") && Contains("[3, 4]"));
   CHECK_THROWS_WITH(sd::log_softmax(x, 2), Contains("log_softmax"));
@@ -154,7 +143,7 @@ TEST_CASE("duplicate dims in a reduction throw", "[errors][dims]") {
 }
 
 TEST_CASE("view of a non-contiguous tensor throws; reshape copies", "[errors][views]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   auto t = sd::transpose(x, 0, 1);
   REQUIRE_THROWS_WITH(sd::view(t, sd::shape(12)),
                       Contains("view") && Contains("[4, 3]") && Contains("contiguous"));
@@ -169,14 +158,14 @@ TEST_CASE("view of a non-contiguous tensor throws; reshape copies", "[errors][vi
 }
 
 TEST_CASE("squeeze of a dim that is not 1 throws", "[errors][views]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   REQUIRE_THROWS_WITH(sd::squeeze(x, 0), Contains("squeeze") && Contains("[3, 4]") && Contains("size 3"));
   REQUIRE_THROWS_WITH(sd::squeeze(x, -1), Contains("squeeze") && Contains("size 4"));
   REQUIRE_NOTHROW(sd::squeeze(sd::unsqueeze(x, 1), 1));
 }
 
 TEST_CASE("expand to an incompatible shape throws", "[errors][views]") {
-  auto x = iota2(3, 1);
+  auto x = ref::iota2(3, 1);
   REQUIRE_THROWS_WITH(sd::expand(x, std::array<std::int64_t, 2>{4, 5}),
                       Contains("expand") && Contains("[3, 1]") && Contains("[4, 5]"));
   REQUIRE_THROWS_WITH(sd::broadcast_to(sd::arange<float>(3), sd::shape(2, 4)),
@@ -203,7 +192,7 @@ TEST_CASE("max, min and argmax over an empty dim throw", "[errors][reduce]") {
 }
 
 TEST_CASE("other run-time misuse", "[errors]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   REQUIRE_THROWS_WITH(x(3, 0), Contains("index 3") && Contains("[3, 4]"));
   REQUIRE_THROWS_WITH(x.item(), Contains("item") && Contains("[3, 4]"));
   REQUIRE_THROWS_WITH(sd::slice(x, 1, 0, 4, 0), Contains("slice") && Contains("step"));

@@ -1,6 +1,6 @@
 // Tensors: construction, static extents, storage (alignment, sharing, clone), element access,
 // rank-0 and empty tensors, every element type, printing, static <-> dynamic conversion.
-#include <catch2/catch.hpp>
+#include "reference.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -28,14 +28,6 @@ std::string str(TT const& t) {
   std::ostringstream os;
   os << t;
   return os.str();
-}
-
-// [rows, cols] filled with 0, 1, 2, ... in row-major order.
-sd::Tensor<float, 2> iota2(std::int64_t rows, std::int64_t cols) {
-  sd::Tensor<float, 2> t(rows, cols);
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) t(i, j) = static_cast<float>(i * cols + j);
-  return t;
 }
 
 }  // namespace
@@ -200,7 +192,7 @@ TEST_CASE("copies share storage", "[tensor][storage]") {
 }
 
 TEST_CASE("clone copies into new, independent storage", "[tensor][storage]") {
-  auto a = iota2(3, 4);
+  auto a = ref::iota2(3, 4);
   auto c = a.clone();
   CHECK(c.data() != a.data());
   CHECK(c.storage().use_count() == 1);
@@ -229,7 +221,7 @@ TEST_CASE("clone copies into new, independent storage", "[tensor][storage]") {
 }
 
 TEST_CASE("element access is checked", "[tensor][access]") {
-  auto a = iota2(3, 4);
+  auto a = ref::iota2(3, 4);
   CHECK(a(0, 0) == 0.f);
   CHECK(a(2, 3) == 11.f);
   CHECK(a(1, 2) == 6.f);
@@ -254,7 +246,7 @@ TEST_CASE("item() reads the single element", "[tensor][access]") {
   CHECK(one3.item() == 9);
 
   // item() of a view starts at the view's first element.
-  auto a = iota2(3, 4);
+  auto a = ref::iota2(3, 4);
   CHECK(sd::slice(sd::slice(a, 0, 2, 3), 1, 1, 2).item() == 9.f);
 
   CHECK_THROWS_WITH(a.item(), Contains("item") && Contains("[3, 4]") && Contains("12 elements"));

@@ -2,7 +2,7 @@
 // reshape, flatten. Views share storage; they work inside fused expressions, as assignment
 // targets, and on expressions (pushed to the leaves); aliasing between input and output views
 // still gives the right answer.
-#include <catch2/catch.hpp>
+#include "reference.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -14,14 +14,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// [rows, cols] filled with 0, 1, 2, ... in row-major order.
-sd::Tensor<float, 2> iota2(std::int64_t rows, std::int64_t cols) {
-  sd::Tensor<float, 2> t(rows, cols);
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) t(i, j) = static_cast<float>(i * cols + j);
-  return t;
-}
-
+// [a, b, c] filled with 0, 1, 2, ... in row-major order.
 sd::Tensor<float, 3> iota3(std::int64_t a, std::int64_t b, std::int64_t c) {
   sd::Tensor<float, 3> t = sd::view(sd::arange<float>(static_cast<double>(a * b * c)),
                                     sd::shape(a, b, c));
@@ -41,7 +34,7 @@ bool shares(A const& a, B const& b) {
 }  // namespace
 
 TEST_CASE("transpose swaps shape and strides over the same storage", "[views][transpose]") {
-  auto a = iota2(3, 4);
+  auto a = ref::iota2(3, 4);
   auto t = sd::transpose(a, 0, 1);
   CHECK(t.shape() == sd::Index<2>{4, 3});
   CHECK(t.strides() == sd::Index<2>{1, 4});
@@ -125,7 +118,7 @@ TEST_CASE("slice: negative indices, steps and clamping", "[views][slice]") {
   CHECK_THROWS_AS(sd::slice(a, 1, 0, 5), sd::Error);
 
   // Slicing a 2-D tensor along either dim.
-  auto m = iota2(3, 4);
+  auto m = ref::iota2(3, 4);
   auto cols = sd::slice(m, 1, 1, 3);
   CHECK(cols.shape() == sd::Index<2>{3, 2});
   CHECK(cols.strides() == sd::Index<2>{4, 1});
@@ -149,7 +142,7 @@ TEST_CASE("slice: negative indices, steps and clamping", "[views][slice]") {
 }
 
 TEST_CASE("narrow", "[views][narrow]") {
-  auto m = iota2(4, 3);
+  auto m = ref::iota2(4, 3);
   auto n = sd::narrow(m, 0, 1, 2);
   CHECK(n.shape() == sd::Index<2>{2, 3});
   CHECK(vec(n) == std::vector<float>{3, 4, 5, 6, 7, 8});
@@ -162,7 +155,7 @@ TEST_CASE("narrow", "[views][narrow]") {
 }
 
 TEST_CASE("unsqueeze and squeeze", "[views][squeeze]") {
-  auto a = iota2(3, 4);
+  auto a = ref::iota2(3, 4);
   auto u0 = sd::unsqueeze(a, 0);
   static_assert(decltype(u0)::rank == 3);
   CHECK(u0.shape() == sd::Index<3>{1, 3, 4});
@@ -314,8 +307,8 @@ TEST_CASE("flatten", "[views][flatten]") {
 }
 
 TEST_CASE("views inside fused expressions", "[views][expr]") {
-  auto a = iota2(3, 4);
-  auto b = iota2(4, 3);
+  auto a = ref::iota2(3, 4);
+  auto b = ref::iota2(4, 3);
   auto e = sd::transpose(a, 0, 1) * 2.f + b;
   static_assert(sd::kernel_count<decltype(e)> == 1);
   sd::Tensor<float, 2> r = e;
@@ -336,7 +329,7 @@ TEST_CASE("views inside fused expressions", "[views][expr]") {
 
 TEST_CASE("views as assignment targets write into the base", "[views][assign]") {
   SECTION("a transposed view") {
-    auto x = iota2(4, 3);
+    auto x = ref::iota2(4, 3);
     sd::Tensor<float, 2> y = sd::zeros<float>(3, 4);
     auto tv = sd::transpose(y, 0, 1);
     tv = x * 2.f;
@@ -352,7 +345,7 @@ TEST_CASE("views as assignment targets write into the base", "[views][assign]") 
   SECTION("a stepped column slice") {
     sd::Tensor<float, 2> y = sd::zeros<float>(2, 4);
     auto cols = sd::slice(y, 1, 0, 4, 2);
-    cols = iota2(2, 2) + 1.f;
+    cols = ref::iota2(2, 2) + 1.f;
     CHECK(vec(y) == std::vector<float>{1, 0, 2, 0, 3, 0, 4, 0});
   }
   SECTION("a permuted 3-D view") {
@@ -367,7 +360,7 @@ TEST_CASE("views as assignment targets write into the base", "[views][assign]") 
 }
 
 TEST_CASE("views of expressions equal the evaluated-then-viewed result", "[views][expr]") {
-  auto x = iota2(3, 4);
+  auto x = ref::iota2(3, 4);
   auto row = sd::arange<float>(4);
   auto colt = sd::view(sd::arange<float>(3), sd::shape(3, 1));
 
@@ -425,14 +418,14 @@ TEST_CASE("views of expressions equal the evaluated-then-viewed result", "[views
 
 TEST_CASE("aliasing between inputs and the output gives the right answer", "[views][alias]") {
   SECTION("y = transpose(y) * 1 on a square tensor") {
-    auto y = iota2(4, 4);
+    auto y = ref::iota2(4, 4);
     auto orig = y.clone();
     y = sd::transpose(y, 0, 1) * 1.f;
     for (int i = 0; i < 4; ++i)
       for (int j = 0; j < 4; ++j) CHECK(y(i, j) == orig(j, i));
   }
   SECTION("a large square transpose (the parallel path)") {
-    auto y = iota2(300, 300);
+    auto y = ref::iota2(300, 300);
     auto orig = y.clone();
     y = sd::transpose(y, 0, 1) + 0.f;
     bool ok = true;
@@ -441,7 +434,7 @@ TEST_CASE("aliasing between inputs and the output gives the right answer", "[vie
     CHECK(ok);
   }
   SECTION("writing into a transposed view of the input") {
-    auto y = iota2(3, 3);
+    auto y = ref::iota2(3, 3);
     auto orig = y.clone();
     auto tv = sd::transpose(y, 0, 1);
     tv = y * 2.f;
@@ -459,23 +452,23 @@ TEST_CASE("aliasing between inputs and the output gives the right answer", "[vie
     CHECK(vec(z2) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 9});
   }
   SECTION("an expanded view of the output as an input") {
-    auto y = iota2(3, 3);
+    auto y = ref::iota2(3, 3);
     auto first_row = sd::slice(y, 0, 0, 1);  // [1, 3]
     y = y + first_row;  // y[0] is read by every row
     CHECK(vec(y) == std::vector<float>{0, 2, 4, 3, 5, 7, 6, 8, 10});
   }
   SECTION("exactly the output (in place)") {
-    auto y = iota2(2, 3);
+    auto y = ref::iota2(2, 3);
     y = y * 2.f + y;
     CHECK(vec(y) == std::vector<float>{0, 3, 6, 9, 12, 15});
   }
   SECTION("a reduction of the output broadcast back into it") {
-    auto y = iota2(2, 3);
+    auto y = ref::iota2(2, 3);
     y = y - sd::sum(y, 1, sd::keepdim);
     CHECK(vec(y) == std::vector<float>{-3, -2, -1, -9, -8, -7});
-    auto s = iota2(3, 3);
+    auto s = ref::iota2(3, 3);
     s = sd::softmax(sd::transpose(s, 0, 1), 1);
-    sd::Tensor<float, 2> expect = sd::softmax(sd::transpose(iota2(3, 3), 0, 1), 1);
+    sd::Tensor<float, 2> expect = sd::softmax(sd::transpose(ref::iota2(3, 3), 0, 1), 1);
     CHECK(vec(s) == vec(expect));
   }
 }
