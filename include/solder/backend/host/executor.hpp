@@ -8,7 +8,8 @@
 //     time (column sums, sum(x, 1) of [B, T, C]);
 //   * general: any strides and broadcasts, index by index.
 // Work is split statically over threads, so results are deterministic for a thread count;
-// small kernels never fork threads.
+// small kernels never fork threads. Large outputs of kernels bound by memory are written with
+// non-temporal stores (store_run).
 #pragma once
 #if defined(__x86_64__)
 #include <immintrin.h>
