@@ -59,10 +59,11 @@ SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
   for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<OutT>(e.template line<R>(b + j));
 }
 
-// Large outputs of kernels bound by memory are streamed past the caches (Stream): the output
-// would not stay there anyway, and a plain store first reads its cache line from memory, a
-// third of the traffic. The loop writes a chunk into a buffer in L1, copied out with
-// non-temporal stores. (Kernels bound by arithmetic were 5% slower so: ops::Heavy.)
+// Large outputs of kernels bound by memory are streamed past the caches: the output would not
+// stay there anyway, and a plain store first reads its cache line from memory, a third of the
+// traffic. The loop writes a chunk into a buffer in L1, copied out with non-temporal stores.
+// Light: the kernel has no heavy maths (ops::Heavy; kernels bound by arithmetic were 5% slower
+// so), and only then is the streaming loop compiled; `stream` says whether this output is.
 inline constexpr std::int64_t stream_chunk_bytes = 4096;
 
 // The size of one last-level cache (sysfs), 32 MiB where it cannot be read: outputs of at
@@ -85,12 +86,11 @@ inline std::int64_t& stream_min_bytes() {
   return bytes;
 }
 
-// Copies n values to out: 64-byte blocks of out with non-temporal stores, the rest plainly.
-template <class T>
-void stream_copy(T* out, T const* from, std::int64_t n) {
-  auto* d = reinterpret_cast<unsigned char*>(out);
-  auto const* s = reinterpret_cast<unsigned char const*>(from);
-  std::int64_t const bytes = n * std::int64_t(sizeof(T));
+// Copies `bytes` bytes to out: 64-byte blocks of out with non-temporal stores, the rest
+// plainly. (Not inlined: one copy serves every kernel.)
+[[gnu::noinline]] inline void stream_copy(void* out, void const* from, std::int64_t bytes) {
+  auto* d = static_cast<unsigned char*>(out);
+  auto const* s = static_cast<unsigned char const*>(from);
   std::int64_t const head = std::min<std::int64_t>(bytes, (0 - reinterpret_cast<std::uintptr_t>(d)) % 64);
   std::int64_t const body_end = head + (bytes - head) / 64 * 64;
   std::memcpy(d, s, static_cast<std::size_t>(head));
@@ -112,26 +112,26 @@ void stream_copy(T* out, T const* from, std::int64_t n) {
   std::memcpy(d + body_end, s + body_end, static_cast<std::size_t>(bytes - body_end));
 }
 
-// write_run, streamed when Stream.
-template <bool Stream, Read R, class OutT, class Ev>
-SOLDER_INLINE void store_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t n) {
-  if constexpr (Stream) {
-    constexpr std::int64_t chunk = stream_chunk_bytes / std::int64_t(sizeof(OutT));
-    alignas(64) OutT buffer[chunk];
+// write_run, streamed when `stream`: a chunk at a time into a buffer, copied out. (One call
+// of the inlined loop for both: a second would cost every light kernel its compile time.)
+template <bool Light, Read R, class OutT, class Ev>
+SOLDER_INLINE void store_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t n, bool stream) {
+  if constexpr (Light) {
+    alignas(64) OutT buffer[stream_chunk_bytes / sizeof(OutT)];
+    std::int64_t const chunk = stream ? std::int64_t(stream_chunk_bytes / sizeof(OutT)) : n;
     for (std::int64_t c = 0; c < n; c += chunk) {
       std::int64_t m = std::min(chunk, n - c);
-      write_run<R>(buffer, e, b + c, m);
-      stream_copy(out + c, buffer, m);
+      write_run<R>(stream ? buffer : out + c, e, b + c, m);
+      if (stream) stream_copy(out + c, buffer, m * std::int64_t(sizeof(OutT)));
     }
   } else {
     write_run<R>(out, e, b, n);
   }
 }
 // Streamed stores are weakly ordered: each thread fences its own before the output is read.
-template <bool Stream>
-SOLDER_INLINE void end_stores() {
+SOLDER_INLINE void end_stores(bool stream) {
 #if defined(__SSE2__)
-  if constexpr (Stream) _mm_sfence();
+  if (stream) _mm_sfence();
 #endif
 }
 
@@ -142,51 +142,52 @@ SOLDER_INLINE void end_stores() {
 inline constexpr std::int64_t repeat_chunk = 1024;  // a few KiB of each repeating value, in L1
 
 // out[b, end) of the line e is at.
-template <bool Stream, class OutT, class Ev>
-void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end) {
+template <bool Light, class OutT, class Ev>
+void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end,
+                     bool stream) {
   in.begin(std::min(repeat_chunk, end - b));
   in.advance(b);
   for (std::int64_t c = b; c < end; c += repeat_chunk) {
-    store_run<Stream, Read::plain>(out + c, e, 0, std::min(repeat_chunk, end - c));
+    store_run<Light, Read::plain>(out + c, e, 0, std::min(repeat_chunk, end - c), stream);
     in.advance(repeat_chunk);
   }
 }
 
 // Lines [o_begin, o_end) of the output, contiguous lines of len.
-template <bool Stream, class OutT, int D, class Ev>
+template <bool Light, class OutT, int D, class Ev>
 void write_repeating_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
                            std::array<bool, D> const& inner, std::int64_t len, std::int64_t o_begin,
-                           std::int64_t o_end) {
+                           std::int64_t o_end, bool stream) {
   Ev e = ev;
   RepeatInputs in(e, std::min(len, repeat_chunk));
   Index<D> idx{};
   for (std::int64_t o = o_begin; o < o_end; ++o) {
     unravel<D>(o, inner, dom, idx);
     e.begin_line(idx);
-    write_repeating<Stream>(out + dot<D>(idx, ost), e, in, 0, len);
+    write_repeating<Light>(out + dot<D>(idx, ost), e, in, 0, len, stream);
   }
 }
 
 // out[b, end) of the one line at `at`, a thread's share of it.
-template <bool Stream, class OutT, int D, class Ev>
+template <bool Light, class OutT, int D, class Ev>
 void write_repeating_share(Ev const& ev, OutT* out, Index<D> const& at, std::int64_t b,
-                           std::int64_t end) {
+                           std::int64_t end, bool stream) {
   Ev e = ev;
   RepeatInputs in(e, repeat_chunk);
   e.begin_line(at);
-  write_repeating<Stream>(out, e, in, b, end);
+  write_repeating<Light>(out, e, in, b, end, stream);
 }
 
 // Lines [o_begin, o_end) of the output: prepare each line's reductions, then write it.
 // Works on its own copy of the evaluator: a local whose address never escapes, so the
 // compiler keeps its per-line values (reductions, pointers) in registers and hoists what
 // depends only on them (layer norm's rsqrt) out of the vectorized loop.
-template <bool Stream, class OutT, int D, class Ev>
+template <bool Light, class OutT, int D, class Ev>
 void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
-                 std::array<bool, D> const& inner, bool contiguous, Read read, std::int64_t len,
-                 std::int64_t o_begin, std::int64_t o_end) {
+                 std::array<bool, D> const& inner, bool contiguous, Read read, bool stream,
+                 std::int64_t len, std::int64_t o_begin, std::int64_t o_end) {
   if (contiguous && read == Read::repeat)
-    return write_repeating_lines<Stream, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end);
+    return write_repeating_lines<Light, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end, stream);
   Ev e = ev;
   LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
@@ -197,7 +198,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   // would pay more for it than they wait; long ones stream.)
   constexpr std::int64_t out_size = sizeof(OutT);
   bool prefetch = contiguous && len * out_size >= prefetch_min && len * out_size <= prefetch_max;
-  bool prefetch_out = prefetch && !Stream;  // streamed stores go around the cache
+  bool prefetch_out = prefetch && !stream;  // streamed stores go around the cache
   Index<D> idx{}, next{};
   if (o_begin < o_end) unravel<D>(o_begin, inner, dom, idx);
   for (std::int64_t o = o_begin; o < o_end; idx = next, ++o) {
@@ -211,8 +212,8 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
     if (contiguous) {
       e.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      if (read == Read::shared) store_run<Stream, Read::shared>(op, e, 0, len);
-      else store_run<Stream, Read::plain>(op, e, 0, len);
+      if (read == Read::shared) store_run<Light, Read::shared>(op, e, 0, len, stream);
+      else store_run<Light, Read::plain>(op, e, 0, len, stream);
     } else {
       for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
         out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
@@ -228,11 +229,12 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
 
 // Writes `ev` over the output tensor. `inner` marks the axes walked inside one line;
 // `contiguous` says those axes form a trailing block that every input and the output walk
-// as one run, read the way `read` says, its stores streamed when Stream. Serial kernels never
-// enter an OpenMP region (entering one costs microseconds).
-template <bool Stream, class OutT, int D, class Ev>
+// as one run, read the way `read` says, its stores streamed when `stream`. Serial kernels
+// never enter an OpenMP region (entering one costs microseconds).
+template <bool Light, class OutT, int D, class Ev>
 void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
-           std::array<bool, D> const& inner, bool contiguous, Read read, std::int64_t work) {
+           std::array<bool, D> const& inner, bool contiguous, Read read, bool stream,
+           std::int64_t work) {
   std::int64_t len = 1, outer = 1;
   for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
   if (len == 0 || outer == 0) return;
@@ -240,8 +242,8 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
 
   if (threads == 1) {
     ev.set_split(false);
-    write_lines<Stream, OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
-    end_stores<Stream>();
+    write_lines<Light, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
+    end_stores(stream);
   } else if (outer == 1 && contiguous) {
     // One long run: prepare it once, then split the run itself across threads.
     ev.set_split(false);
@@ -252,25 +254,25 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
     SOLDER_OMP(parallel) {
       auto [b, end] = my_share(len, 16);  // whole cache lines
       if (read == Read::repeat) {
-        write_repeating_share<Stream, OutT, D>(ev, out, zero, b, end);
+        write_repeating_share<Light, OutT, D>(ev, out, zero, b, end, stream);
       } else {
         Ev e = ev;
         e.begin_line(zero);
-        store_run<Stream, Read::plain>(out + b, e, b, end - b);
+        store_run<Light, Read::plain>(out + b, e, b, end - b, stream);
       }
-      end_stores<Stream>();
+      end_stores(stream);
     }
   } else if (outer < threads) {
     // Too few lines to share out: a lone reduction splits its own work instead.
     ev.set_split(true);
-    write_lines<Stream, OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, 0, outer);
-    end_stores<Stream>();
+    write_lines<Light, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
+    end_stores(stream);
   } else {
     ev.set_split(false);
     SOLDER_OMP(parallel) {
       auto [b, end] = my_share(outer, 1);
-      write_lines<Stream, OutT, D>(ev, out, ost, dom, inner, contiguous, read, len, b, end);
-      end_stores<Stream>();
+      write_lines<Light, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, b, end);
+      end_stores(stream);
     }
   }
 }
@@ -308,11 +310,8 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
       inner[D - 1] = true;
     }
   }  // else: a reduction kernel, one output per line
-  if constexpr (Light) {
-    if (contiguous && numel_of<D>(dom) * std::int64_t(sizeof(OutT)) >= stream_min_bytes())
-      return drive<true, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, work);
-  }
-  drive<false, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, work);
+  bool stream = Light && contiguous && numel_of<D>(dom) * std::int64_t(sizeof(OutT)) >= stream_min_bytes();
+  drive<Light, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, stream, work);
 }
 
 // A reduction whose input ends in kept dims that are one contiguous run (column sums, sum(x, 1)
