@@ -72,6 +72,16 @@ TEST_CASE("streamed outputs equal plainly stored ones", "[stores]") {
     same_streamed<double>([&] { return d / 3.0 + 1.0; }, n, "double d / 3 + 1");
   }
 
+  // In place: each chunk of the output is computed from its inputs before it is stored.
+  auto base = ref::uniform<float>(-2, 2, 100003);
+  auto in_place = [&](std::int64_t threshold) {
+    StreamFrom s(threshold);
+    auto t = base.clone();
+    t = sd::relu(t * 0.5f + 0.25f) - t;
+    return sd::to_vector(t);
+  };
+  CHECK(in_place(0) == in_place(std::int64_t(1) << 60));
+
   // Runs with a repeating input (a column over the rows) and lines (layer norm's rows of 1029,
   // most not starting on a cache line).
   auto m = ref::uniform<float>(-2, 2, 37, 1029);
