@@ -459,7 +459,7 @@ bool computed_once(E const& e, std::int64_t len) {
   namespace sdd = sd::detail;
   sdd::Temps temps;
   auto ev = sdd::make_eval<E::rank, false, false, E>(e, e.shape(), temps);
-  sdd::host::LineLinks links;
+  sdd::Links links;
   links.line_len = len;
   links.dom = e.shape().data();
   links.rank = E::rank;

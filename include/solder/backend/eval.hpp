@@ -13,6 +13,8 @@
 //   at(i)            the value at any index: the general strided/broadcast path
 //   prefetch_line(i, len)  asks the cache for the contiguous line at i (host)
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -55,7 +57,7 @@ bool constant_from(int from, Index<D> const& st, Index<D> const& dom) {
 // executor picks one at run time.
 //   plain    one load per input and element
 //   shared   the line's records of shared inputs (host): a RecordEval keeps the values it
-//            gives, a RecallEval reads them back
+//            gives, a RecallEval reads them back (the CUDA kernels always read their records)
 //   repeat   some inputs are broadcast along the line and repeat one value in it (a
 //            per-channel [1, C, 1, 1] over the H, W of [N, C, H, W]): the host runs the plain
 //            loop a chunk of the line at a time, such inputs reading a buffer that holds their
@@ -63,8 +65,12 @@ bool constant_from(int from, Index<D> const& st, Index<D> const& dom) {
 //            cost every kernel its vectorized code.)
 enum class Read { plain, shared, repeat };
 
-// The reductions of one evaluator copy, in the order the kernel prepares them, so that a
-// reduction used twice finds the first use and reads its value (rule 4). Rebuilt for each copy.
+// Links of one evaluator copy, rebuilt for each copy:
+// * its reductions, in the order the kernel prepares them, so that a reduction used twice finds
+//   the first use and reads its value (rule 4);
+// * its shared inputs (plan.hpp: shared_input): the reductions that record their input on the
+//   line the copy writes (sources, a backend's RecordEval) and the uses that read those records
+//   back (users, RecallEval). resolve() pairs them once everything is linked.
 struct Links {
   static constexpr int capacity = 16;
   std::uint64_t id[capacity];
@@ -78,6 +84,48 @@ struct Links {
   }
   void add(std::uint64_t i, void const* t, void* e) {
     if (n < capacity) id[n] = i, type[n] = t, eval[n] = e, ++n;
+  }
+
+  std::int64_t line_len = -1;         // the length of the contiguous lines written; -1: none
+  std::int64_t const* dom = nullptr;  // the kernel's index space (with line_len)
+  int rank = 0;
+  struct Source {
+    void const* type;
+    void* eval;
+  };
+  struct User {
+    void const* type;
+    void* eval;
+    bool (*attach)(void* user, void* source, Links& links);
+  };
+  Source source[capacity];
+  User user[capacity];
+  int nsource = 0, nuser = 0;
+  bool overflow = false;  // a use that did not fit: it computes its values
+  // Whether a reduction's input line is the line the copy writes: one run of the same length,
+  // in the same index space.
+  template <std::size_t F>
+  bool is_line(bool run, std::int64_t count, std::array<std::int64_t, F> const& fdom) const {
+    return run && count == line_len && static_cast<int>(F) == rank &&
+           std::equal(fdom.begin(), fdom.end(), dom);
+  }
+  void add_source(void const* t, void* e) {
+    if (nsource < capacity) source[nsource++] = {t, e};
+  }
+  void add_user(User u) {
+    if (nuser < capacity) user[nuser++] = u;
+    else overflow = true;
+  }
+  // Whether every use found its record.
+  bool resolve() {
+    int found = 0;
+    for (int u = 0; u < nuser; ++u)
+      for (int k = 0; k < nsource; ++k)
+        if (source[k].type == user[u].type && user[u].attach(user[u].eval, source[k].eval, *this)) {
+          ++found;
+          break;
+        }
+    return nuser > 0 && found == nuser && !overflow;
   }
 };
 
@@ -321,13 +369,57 @@ struct reduce_eval_for;
 template <int D, bool InReduce, bool Split, class Root = void, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
 
-// The host's evaluators of shared inputs (plan.hpp: shared_input), made only when Root is set.
-namespace host {
+// A shared input (plan.hpp: shared_input), made only when Root is set: each backend names the
+// evaluators that wrap it, record<Ev> in the reduction that folds it and recall<Ev> in its other
+// use (SharedInput below, the rest of their fields default).
+template <class Device>
+struct shared_evals_for;
+template <class Wrapper, class Ev>
+Wrapper wrap_shared(Ev const& e) {
+  Wrapper w{};
+  w.ev = e;
+  return w;
+}
+
+// What a backend's RecordEval and RecallEval pass through to the evaluator they wrap.
 template <class Ev>
-struct RecordEval;
-template <class Ev>
-struct RecallEval;
-}  // namespace host
+struct SharedInput {
+  using T = element_of<Ev>;
+  Ev ev;
+  template <class I>
+  SOLDER_HD SOLDER_INLINE void prepare(I const& i) {
+    ev.prepare(i);
+  }
+  template <class I>
+  SOLDER_HD SOLDER_INLINE void begin_line(I const& i) {
+    ev.begin_line(i);
+  }
+  template <class I>
+  SOLDER_HD SOLDER_INLINE T at(I const& i) const {
+    return ev.at(i);
+  }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
+    return ev.template vec_aligned<V>();
+  }
+  template <class I>
+  bool contiguous(int from, I const& dom) const {
+    return ev.contiguous(from, dom);
+  }
+  template <class I>
+  bool runs(int from, I const& dom) const {
+    return ev.runs(from, dom);
+  }
+  template <class I>
+  void prefetch_line(I const& i, std::int64_t len) const {
+    ev.prefetch_line(i, len);
+  }
+  void set_split(bool sp) { ev.set_split(sp); }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    ev.for_each_leaf(f);
+  }
+};
 
 // Evaluates a node into a new tensor on its device (a break; backend/assign.hpp).
 template <class N>
@@ -378,7 +470,7 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   auto ce = [&] {
     auto e = make_eval<F, true, Split, Root>(n.child, fdom, temps);
     if constexpr (!InReduce && shared_input<C, D, Root>())
-      return host::RecordEval<decltype(e)>{{e}, {}, nullptr};
+      return wrap_shared<typename shared_evals_for<typename Root::device_type>::template record<decltype(e)>>(e);
     else return e;
   }();
   using Ev = typename reduce_eval_for<typename N::device_type>::template type<
@@ -429,7 +521,7 @@ template <int D, bool InReduce, bool Split, class Root, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
   auto e = make_node_eval<D, InReduce, Split, Root>(n, dom, temps);
   if constexpr (!InReduce && shared_input<N, D, Root>())
-    return host::RecallEval<decltype(e)>{{e}, nullptr};
+    return wrap_shared<typename shared_evals_for<typename Root::device_type>::template recall<decltype(e)>>(e);
   else return e;
 }
 

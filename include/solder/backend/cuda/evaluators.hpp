@@ -24,6 +24,24 @@ inline constexpr int warp_threads = 32;
 template <class T>
 inline constexpr int vec_width = sizeof(T) >= 4 ? static_cast<int>(16 / sizeof(T)) : 4;
 
+// Steps of a row kernel's walks whose loads a thread issues together: one at a time, a thread
+// waits out the memory's latency at every step (row kernels are bound by it, not by bandwidth).
+inline constexpr int row_unroll = 4;
+
+// f(i) for i = first, first + step, ... below end, U at a time in one basic block, so that their
+// loads are in flight together; in the same order as one at a time.
+template <int U, class F>
+__device__ SOLDER_INLINE void for_steps(std::int64_t first, std::int64_t end, std::int64_t step, F&& f) {
+  std::int64_t i = first;
+  if constexpr (U > 1) {
+    for (; i + (U - 1) * step < end; i += U * step) {
+      SOLDER_UNROLL
+      for (int u = 0; u < U; ++u) f(i + u * step);
+    }
+  }
+  for (; i < end; i += step) f(i);
+}
+
 template <class Op>
 struct MergeOp {
   template <class A>
@@ -76,12 +94,122 @@ __device__ SOLDER_INLINE Published* reuse_table(int g) {
   return table[group_index(g)];
 }
 
-// What linking tells a kernel's reductions (host side, before the launch): the group size, and
-// which of them publish or reuse a value.
+// What linking tells a kernel's reductions (host side, before the launch): the group size,
+// which of them publish or reuse a value, and where the records of shared inputs go.
 struct GroupLinks : Links {
   int group = block_threads;
   int slots = 0;
+  int record_bytes = 0;  // dynamic shared memory per block for records
 };
+
+// Records of shared inputs (plan.hpp: shared_input) take at most this much shared memory per
+// block: with the rest, four blocks still fit on an SM of sm_80 (164 KiB) and sm_90 (228 KiB).
+inline constexpr int record_budget = 32 << 10;
+
+__device__ SOLDER_INLINE unsigned char* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char bytes[];
+  return bytes;
+}
+
+// The record of one shared input for the current group: values [0, cap) of its line, at their
+// place. Each record has cap values for every group of the block, from byte `base` on.
+template <class T>
+struct RecordPlace {
+  int base = 0;
+  int cap = 0;  // a multiple of 16 values; 0: no record
+  int group = block_threads;
+  __device__ SOLDER_INLINE T* values() const {
+    return reinterpret_cast<T*>(dynamic_shared() + base +
+                                group_index(group) * cap * static_cast<int>(sizeof(T)));
+  }
+};
+
+// Rule 4 for values on the device: a fused reduction's input that the kernel also writes out
+// (softmax's exp(x - max)) is computed once per element. While the group folds the line, each
+// thread keeps the values it computes in shared memory, at their place in the line; the writes
+// read them back (the kernel synchronizes the group in between). Past the record's room, a
+// long line computes the rest again.
+template <class Ev>
+struct RecordEval : SharedInput<Ev> {
+  using T = element_of<Ev>;
+  RecordPlace<T> place{};
+  T* rec = nullptr;
+  template <class I>
+  SOLDER_HD SOLDER_INLINE void begin_line(I const& i) {
+    this->ev.begin_line(i);
+#if defined(__CUDA_ARCH__)
+    rec = place.values();
+#endif
+  }
+  template <Read = Read::plain>
+  SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const {
+    T v = this->ev.line(j);
+    if (j < place.cap) rec[j] = v;
+    return v;
+  }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t j) const {
+    Vec<T, V> v = this->ev.template line_vec<V>(j);
+    if (j < place.cap) *reinterpret_cast<Vec<T, V>*>(rec + j) = v;  // cap: a multiple of V
+    return v;
+  }
+  bool same(RecordEval const& o) const { return this->ev.same(o.ev); }
+  void link(GroupLinks& l) {
+    place = {};
+    this->ev.link(l);
+  }
+};
+
+template <class Ev>
+struct RecallEval : SharedInput<Ev> {
+  using T = element_of<Ev>;
+  RecordPlace<T> place{};
+  T const* rec = nullptr;
+  template <class I>
+  SOLDER_HD SOLDER_INLINE void begin_line(I const& i) {
+    this->ev.begin_line(i);
+#if defined(__CUDA_ARCH__)
+    rec = place.values();
+#endif
+  }
+  template <Read = Read::plain>
+  SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const {
+    return j < place.cap ? rec[j] : this->ev.line(j);
+  }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE Vec<T, V> line_vec(std::int64_t j) const {
+    return j < place.cap ? *reinterpret_cast<Vec<T, V> const*>(rec + j)
+                         : this->ev.template line_vec<V>(j);
+  }
+  bool same(RecallEval const& o) const { return this->ev.same(o.ev); }
+  void link(GroupLinks& l) {
+    place = {};
+    this->ev.link(l);
+    l.add_user({type_key<RecordEval<Ev>>(), this, &attach});
+  }
+  // Gives the record its room (host side): as much of the line as the budget leaves.
+  static bool attach(void* user, void* source, Links& links) {
+    auto& me = *static_cast<RecallEval*>(user);
+    auto& src = *static_cast<RecordEval<Ev>*>(source);
+    auto& l = static_cast<GroupLinks&>(links);
+    if (!me.ev.same(src.ev)) return false;
+    if (src.place.cap == 0) {
+      int groups = block_threads / l.group;
+      std::int64_t room = (record_budget - l.record_bytes) / (groups * sizeof(T)) / 16 * 16;
+      std::int64_t cap = std::min(room, (l.line_len + 15) / 16 * 16);
+      if (cap <= 0) return false;
+      src.place = {l.record_bytes, static_cast<int>(cap), l.group};
+      l.record_bytes += static_cast<int>(cap * sizeof(T)) * groups;
+    }
+    me.place = src.place;
+    return true;
+  }
+};
+
+template <class Ev>
+struct is_record : std::false_type {};
+template <class Ev>
+struct is_record<RecordEval<Ev>> : std::true_type {};
 
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
@@ -115,9 +243,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       reuse = slot >= 0;
     } else {
       l.add(id, type_key<ReduceEval>(), this);
+      if constexpr (is_record<Child>::value)
+        if (l.is_line(block, count, fdom)) l.add_source(type_key<Child>(), &child);
     }
     child.link(l);
   }
+  bool same(ReduceEval const& o) const { return id == o.id; }
 
   // Every thread of the group calls this for the same line p (the folds synchronize it).
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
@@ -168,11 +299,11 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       std::int64_t done = 0;
       if (child.template vec_aligned<V>()) {
         done = count / V * V;
-        for (std::int64_t n = std::int64_t(rank) * V; n < done; n += std::int64_t(group) * V) {
+        for_steps<row_unroll>(std::int64_t(rank) * V, done, std::int64_t(group) * V, [&](std::int64_t n) {
           auto v = child.template line_vec<V>(n);
           SOLDER_UNROLL
           for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
-        }
+        });
       }
       for (std::int64_t n = done + rank; n < count; n += group) acc = Op::step(acc, child.line(n), n);
       return acc;
@@ -214,5 +345,12 @@ template <>
 struct reduce_eval_for<Cuda> {
   template <class Op, class Child, int D, int F, int NA>
   using type = cuda::ReduceEval<Op, Child, D, F, NA>;
+};
+template <>
+struct shared_evals_for<Cuda> {
+  template <class Ev>
+  using record = cuda::RecordEval<Ev>;
+  template <class Ev>
+  using recall = cuda::RecallEval<Ev>;
 };
 }  // namespace solder::detail

@@ -35,23 +35,35 @@ SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, In
 
 enum class Walk : int { vector, contiguous, strided };
 
+// Stores v at p (aligned for it) as one instruction: a plain store of the struct may be split
+// into one store per value (nvcc did so in lines_kernel: four 4-byte stores for every float4).
+template <class T, int V>
+__device__ SOLDER_INLINE void store_vec(T* p, Vec<T, V> const& v) {
+  constexpr std::size_t size = sizeof(Vec<T, V>);
+  using Bits = std::conditional_t<size == 16, int4, std::conditional_t<size == 8, int2, int>>;
+  static_assert(sizeof(Bits) == size);
+  Bits b;
+  std::memcpy(&b, &v, size);
+  __stwb(reinterpret_cast<Bits*>(p), b);  // st.global.wb: the default store, as one vector
+}
+
 // Writes the run out[0, n) of a contiguous line, this thread taking every step-th value from
 // `first`: vec_width values at a time when `vec` (every input and `out` aligned), then the
 // rest one by one.
-template <class OutT, class Ev>
+template <int U, class OutT, class Ev>
 __device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, std::int64_t n, std::int64_t first,
                                         std::int64_t step, bool vec) {
   constexpr int V = vec_width<OutT>;
   std::int64_t done = 0;
   if (vec) {
     std::int64_t const nv = n / V;
-    for (std::int64_t i = first; i < nv; i += step) {
+    for_steps<U>(first, nv, step, [&](std::int64_t i) {
       auto v = ev.template line_vec<V>(i * V);
       Vec<OutT, V> o;
       SOLDER_UNROLL
       for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
-      *reinterpret_cast<Vec<OutT, V>*>(out + i * V) = o;
-    }
+      store_vec(out + i * V, o);
+    });
     done = nv * V;
   }
   for (std::int64_t j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
@@ -63,7 +75,7 @@ __global__ void __launch_bounds__(block_threads)
   std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
   std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (walk != Walk::strided) {
-    write_run(ev, out, n, first, step, walk == Walk::vector);
+    write_run<1>(ev, out, n, first, step, walk == Walk::vector);
     return;
   }
   for (std::int64_t i = first; i < n; i += step) {
@@ -78,10 +90,13 @@ __global__ void __launch_bounds__(block_threads)
 // kernel at 64 registers, so 32 warps fit on an SM and rows of [4096, 1024] take one round on
 // an H100 (at 76 registers, layer norm's kernel took two: 0.45 of a copy's bandwidth, 0.60 now).
 // Without a minimum, ptxas for sm_90 caps layer norm's kernel at 40 registers and spills.
+// With `records` (shared inputs kept in shared memory), the group synchronizes before it writes a
+// line, whose records other threads may have written, and before it folds the next.
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads, 4)
     lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
-                 int outermost, std::int64_t len, std::int64_t outer, bool contiguous, int group) {
+                 int outermost, std::int64_t len, std::int64_t outer, bool contiguous, int group,
+                 bool records) {
   constexpr int V = vec_width<OutT>;
   int const per_block = block_threads >> __popc(static_cast<unsigned>(group - 1));
   int const rank = group_rank(group);
@@ -100,10 +115,11 @@ __global__ void __launch_bounds__(block_threads, 4)
       }
     }
     ev.prepare(idx);  // the whole group: its reductions for this line
+    if (records) group_sync(group);
     if (contiguous) {
       ev.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      write_run(ev, op, len, rank, group, aligned_for<OutT, V>(op) && ev.template vec_aligned<V>());
+      write_run<row_unroll>(ev, op, len, rank, group, aligned_for<OutT, V>(op) && ev.template vec_aligned<V>());
     } else {
       for (std::int64_t j = rank; j < len; j += group) {
         Index<D> k = idx;
@@ -117,6 +133,7 @@ __global__ void __launch_bounds__(block_threads, 4)
         out[dot<D>(k, ost)] = static_cast<OutT>(ev.at(k));
       }
     }
+    if (records) group_sync(group);
   }
 }
 
@@ -170,12 +187,16 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     std::int64_t warps = std::int64_t(d.sm_count) * d.max_threads_per_sm / warp_threads;
     GroupLinks links;
     links.group = outer >= warps / 4 ? warp_threads : block_threads;
+    if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
     ev.link(links);
+    links.resolve();
     std::int64_t per_block = block_threads / links.group;
     std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
                                                  std::int64_t(d.sm_count) * 16);
-    lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
-        ev, out.data(), out.strides(), dom, inner, outermost, len, outer, contiguous, links.group);
+    lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads,
+                            static_cast<unsigned>(links.record_bytes), s>>>(
+        ev, out.data(), out.strides(), dom, inner, outermost, len, outer, contiguous, links.group,
+        links.record_bytes > 0);
   }
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
@@ -274,7 +295,7 @@ void run_kernel(OutTensor& out, N const& root) {
       return;
     }
   }
-  auto ev = make_eval<D, false, false>(root, dom, temps);
+  auto ev = make_eval<D, false, false, N>(root, dom, temps);
   launch(out, ev, lines);
 }
 

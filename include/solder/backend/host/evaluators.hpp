@@ -75,83 +75,6 @@ struct PerCopy {
   }
 };
 
-// Links of one host evaluator copy, plus what shared inputs need (eval.hpp: RecordEval and
-// RecallEval): the line the copy writes, the reductions that record their input on it, and the
-// uses that read those records back. resolve() pairs them once everything is linked.
-struct LineLinks : Links {
-  std::int64_t line_len = -1;         // the length of the contiguous lines written; -1: none
-  std::int64_t const* dom = nullptr;  // the kernel's index space (with line_len)
-  int rank = 0;
-  struct Source {
-    void const* type;
-    void* eval;
-  };
-  struct User {
-    void const* type;
-    void* eval;
-    bool (*attach)(void* user, void* source, std::int64_t len);
-  };
-  Source source[capacity];
-  User user[capacity];
-  int nsource = 0, nuser = 0;
-  bool overflow = false;  // a use that did not fit: it computes its values, so no Read::shared
-  void add_source(void const* t, void* e) {
-    if (nsource < capacity) source[nsource++] = {t, e};
-  }
-  void add_user(User u) {
-    if (nuser < capacity) user[nuser++] = u;
-    else overflow = true;
-  }
-  // Whether every use found its record: only then may the kernel read lines with Read::shared.
-  bool resolve() {
-    int found = 0;
-    for (int u = 0; u < nuser; ++u)
-      for (int k = 0; k < nsource; ++k)
-        if (source[k].type == user[u].type &&
-            user[u].attach(user[u].eval, source[k].eval, line_len)) {
-          ++found;
-          break;
-        }
-    return nuser > 0 && found == nuser && !overflow;
-  }
-};
-
-// What RecordEval and RecallEval pass through to the evaluator they wrap.
-template <class Ev>
-struct SharedInput {
-  using T = element_of<Ev>;
-  Ev ev;
-  template <class I>
-  SOLDER_INLINE void prepare(I const& i) {
-    ev.prepare(i);
-  }
-  template <class I>
-  SOLDER_INLINE void begin_line(I const& i) {
-    ev.begin_line(i);
-  }
-  template <class I>
-  SOLDER_INLINE T at(I const& i) const {
-    return ev.at(i);
-  }
-  template <class I>
-  bool contiguous(int from, I const& dom) const {
-    return ev.contiguous(from, dom);
-  }
-  template <class I>
-  bool runs(int from, I const& dom) const {
-    return ev.runs(from, dom);
-  }
-  template <class I>
-  void prefetch_line(I const& i, std::int64_t len) const {
-    ev.prefetch_line(i, len);
-  }
-  void set_split(bool sp) { ev.set_split(sp); }
-  template <class F>
-  void for_each_leaf(F&& f) {
-    ev.for_each_leaf(f);
-  }
-};
-
 // A fused reduction's input that the kernel also uses outside the reduction. While a RecallEval
 // reads it back, the values of the current line are kept as the reduction folds them.
 template <class Ev>
@@ -166,7 +89,7 @@ struct RecordEval : SharedInput<Ev> {
     return v;
   }
   bool same(RecordEval const& o) const { return this->ev.same(o.ev); }
-  void link(LineLinks& l) { this->ev.link(l); }
+  void link(Links& l) { this->ev.link(l); }
 };
 
 // The other use: reads the line recorded by a reduction that folds the same values, or computes
@@ -181,16 +104,16 @@ struct RecallEval : SharedInput<Ev> {
     else return this->ev.template line<R>(j);
   }
   bool same(RecallEval const& o) const { return this->ev.same(o.ev); }
-  void link(LineLinks& l) {
+  void link(Links& l) {
     rec = nullptr;
     this->ev.link(l);
     l.add_user({type_key<RecordEval<Ev>>(), this, &attach});
   }
-  static bool attach(void* user, void* source, std::int64_t len) {
+  static bool attach(void* user, void* source, Links& l) {
     auto& me = *static_cast<RecallEval*>(user);
     auto& src = *static_cast<RecordEval<Ev>*>(source);
     if (!me.ev.same(src.ev)) return false;
-    src.buf.resize(static_cast<std::size_t>(len));
+    src.buf.resize(static_cast<std::size_t>(l.line_len));
     src.rec = src.buf.data();
     me.rec = src.rec;
     return true;
@@ -443,15 +366,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         out[t0 + k] = static_cast<OutT>(static_cast<R>(Op::finalize(acc[k], count)));
     }
   }
-  void link(LineLinks& l) {
+  void link(Links& l) {
     first = static_cast<ReduceEval const*>(l.find(id, type_key<ReduceEval>()));
     if (!first) l.add(id, type_key<ReduceEval>(), this);
     if constexpr (is_record<Child>::value) {
-      // Its input's line is the kernel's line: one run of the same length, in the same index space.
       child.rec = nullptr;
-      bool same_line = !first && block && !split && count == l.line_len && F == l.rank &&
-                       std::equal(fdom.begin(), fdom.end(), l.dom);
-      if (same_line) l.add_source(type_key<Child>(), &child);
+      if (!first && l.is_line(block && !split, count, fdom)) l.add_source(type_key<Child>(), &child);
     }
     if (repeat) run_inputs.p = std::make_unique<RepeatInputs>(child, run);
     child.link(l);
@@ -467,5 +387,12 @@ template <>
 struct reduce_eval_for<Host> {
   template <class Op, class Child, int D, int F, int NA>
   using type = host::ReduceEval<Op, Child, D, F, NA>;
+};
+template <>
+struct shared_evals_for<Host> {
+  template <class Ev>
+  using record = host::RecordEval<Ev>;
+  template <class Ev>
+  using recall = host::RecallEval<Ev>;
 };
 }  // namespace solder::detail

@@ -189,7 +189,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   if (contiguous && read == Read::repeat)
     return write_repeating_lines<Light, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end, stream);
   Ev e = ev;
-  LineLinks links;  // the copy's reductions link to each other, shared inputs to their records
+  Links links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
   e.link(links);
   if (links.resolve()) read = Read::shared;
@@ -247,7 +247,7 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
   } else if (outer == 1 && contiguous) {
     // One long run: prepare it once, then split the run itself across threads.
     ev.set_split(false);
-    LineLinks links;
+    Links links;
     ev.link(links);
     Index<D> zero{};
     ev.prepare(zero);
