@@ -374,6 +374,8 @@ auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
 // use (SharedInput below, the rest of their fields default).
 template <class Device>
 struct shared_evals_for;
+template <class Root>
+using shared_evals = shared_evals_for<typename Root::device_type>;
 template <class Wrapper, class Ev>
 Wrapper wrap_shared(Ev const& e) {
   Wrapper w{};
@@ -470,7 +472,7 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   auto ce = [&] {
     auto e = make_eval<F, true, Split, Root>(n.child, fdom, temps);
     if constexpr (!InReduce && shared_input<C, D, Root>())
-      return wrap_shared<typename shared_evals_for<typename Root::device_type>::template record<decltype(e)>>(e);
+      return wrap_shared<typename shared_evals<Root>::template record<decltype(e)>>(e);
     else return e;
   }();
   using Ev = typename reduce_eval_for<typename N::device_type>::template type<
@@ -521,7 +523,7 @@ template <int D, bool InReduce, bool Split, class Root, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
   auto e = make_node_eval<D, InReduce, Split, Root>(n, dom, temps);
   if constexpr (!InReduce && shared_input<N, D, Root>())
-    return wrap_shared<typename shared_evals_for<typename Root::device_type>::template recall<decltype(e)>>(e);
+    return wrap_shared<typename shared_evals<Root>::template recall<decltype(e)>>(e);
   else return e;
 }
 

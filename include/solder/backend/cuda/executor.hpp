@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(block_threads)
 // One group of `group` threads per line (group_fold in evaluators.hpp): the group computes the
 // line's reductions, then writes the line. Four blocks per SM, said explicitly: that caps a
 // kernel at 64 registers, so 32 warps fit on an SM and rows of [4096, 1024] take one round on
-// an H100 (at 76 registers, layer norm's kernel took two: 0.45 of a copy's bandwidth, 0.60 now).
+// an H100 (at 76 registers, layer norm's kernel took two: 0.45 of a copy's bandwidth; 0.60 with
+// the cap).
 // Without a minimum, ptxas for sm_90 caps layer norm's kernel at 40 registers and spills.
 // With `records` (shared inputs kept in shared memory), the group synchronizes before it writes a
 // line, whose records other threads may have written, and before it folds the next.
@@ -119,7 +120,8 @@ __global__ void __launch_bounds__(block_threads, 4)
     if (contiguous) {
       ev.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      write_run<row_unroll>(ev, op, len, rank, group, aligned_for<OutT, V>(op) && ev.template vec_aligned<V>());
+      bool vec = aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
+      write_run<steps_in_flight<Ev>>(ev, op, len, rank, group, vec);
     } else {
       for (std::int64_t j = rank; j < len; j += group) {
         Index<D> k = idx;
