@@ -1,7 +1,7 @@
 // Evaluators: the run-time image of one planned kernel, shared by the backends. make_eval
 // walks the expression with the planner's answers (plan/plan.hpp): fused nodes become
 // evaluators inlined into one loop, breaks are evaluated first (their own kernels) and read
-// back as inputs. Each backend brings its own ReduceEval (reduce_eval_for<Device>); leaves and
+// back as inputs. Each backend brings its own ReduceEval (evals_for<Device>); leaves and
 // element-wise nodes are the same structs on the host and in CUDA kernels.
 //
 // Every evaluator offers the same calls, so one loop drives them all:
@@ -357,25 +357,24 @@ struct ReduceSetup {
   std::uint64_t id = 0;      // the node: a reduction used twice has one id (rule 4)
 };
 
-// Each backend names its reduction evaluator here: a template type<Op, Child, D, F, NA> derived
-// from ReduceSetup<Child, D, F, NA>. It reads its input type from Child (element_of), not from
-// the node: the host code nvcc generates would spell the node's member alias through the node
-// type, whose class-type template arguments (Extents) g++ cannot parse back.
+// Each backend names its own evaluators in evals_for<Device>:
+// * reduce<Op, Child, D, F, NA>: its reduction evaluator, derived from ReduceSetup<Child, D, F,
+//   NA>. It reads its input type from Child (element_of), not from the node: the host code nvcc
+//   generates would spell the node's member alias through the node type, whose class-type
+//   template arguments (Extents) g++ cannot parse back;
+// * record<Ev> and recall<Ev>: the wrappers of a shared input (plan.hpp: shared_input), made
+//   only when Root is set, in the reduction that folds it and in its other use (SharedInput
+//   below, the rest of their fields default).
 template <class Ev>
 using element_of = std::remove_cvref_t<decltype(std::declval<Ev const&>().line(0))>;
 template <class Device>
-struct reduce_eval_for;
+struct evals_for;
 
 template <int D, bool InReduce, bool Split, class Root = void, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps);
 
-// A shared input (plan.hpp: shared_input), made only when Root is set: each backend names the
-// evaluators that wrap it, record<Ev> in the reduction that folds it and recall<Ev> in its other
-// use (SharedInput below, the rest of their fields default).
-template <class Device>
-struct shared_evals_for;
 template <class Root>
-using shared_evals = shared_evals_for<typename Root::device_type>;
+using evals_of = evals_for<typename Root::device_type>;  // those of the kernel rooted at Root
 template <class Wrapper, class Ev>
 Wrapper wrap_shared(Ev const& e) {
   Wrapper w{};
@@ -472,10 +471,10 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   auto ce = [&] {
     auto e = make_eval<F, true, Split, Root>(n.child, fdom, temps);
     if constexpr (!InReduce && shared_input<C, D, Root>())
-      return wrap_shared<typename shared_evals<Root>::template record<decltype(e)>>(e);
+      return wrap_shared<typename evals_of<Root>::template record<decltype(e)>>(e);
     else return e;
   }();
-  using Ev = typename reduce_eval_for<typename N::device_type>::template type<
+  using Ev = typename evals_for<typename N::device_type>::template reduce<
       typename N::op_type, decltype(ce), D, F, N::naxes>;
   Ev ev{{ce, fdom}};
   ev.axes = n.axes;
@@ -523,7 +522,7 @@ template <int D, bool InReduce, bool Split, class Root, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
   auto e = make_node_eval<D, InReduce, Split, Root>(n, dom, temps);
   if constexpr (!InReduce && shared_input<N, D, Root>())
-    return wrap_shared<typename shared_evals<Root>::template recall<decltype(e)>>(e);
+    return wrap_shared<typename evals_of<Root>::template recall<decltype(e)>>(e);
   else return e;
 }
 

@@ -359,12 +359,9 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
 
 namespace solder::detail {
 template <>
-struct reduce_eval_for<Cuda> {
+struct evals_for<Cuda> {
   template <class Op, class Child, int D, int F, int NA>
-  using type = cuda::ReduceEval<Op, Child, D, F, NA>;
-};
-template <>
-struct shared_evals_for<Cuda> {
+  using reduce = cuda::ReduceEval<Op, Child, D, F, NA>;
   template <class Ev>
   using record = cuda::RecordEval<Ev>;
   template <class Ev>

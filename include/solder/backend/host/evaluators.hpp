@@ -384,12 +384,9 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
 
 namespace solder::detail {
 template <>
-struct reduce_eval_for<Host> {
+struct evals_for<Host> {
   template <class Op, class Child, int D, int F, int NA>
-  using type = host::ReduceEval<Op, Child, D, F, NA>;
-};
-template <>
-struct shared_evals_for<Host> {
+  using reduce = host::ReduceEval<Op, Child, D, F, NA>;
   template <class Ev>
   using record = host::RecordEval<Ev>;
   template <class Ev>

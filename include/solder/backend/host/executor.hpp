@@ -310,7 +310,8 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
       inner[D - 1] = true;
     }
   }  // else: a reduction kernel, one output per line
-  bool stream = Light && contiguous && numel_of<D>(dom) * std::int64_t(sizeof(OutT)) >= stream_min_bytes();
+  std::int64_t const out_bytes = numel_of<D>(dom) * std::int64_t(sizeof(OutT));
+  bool stream = Light && contiguous && out_bytes >= stream_min_bytes();
   drive<Light, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, stream, work);
 }
 
