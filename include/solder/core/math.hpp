@@ -175,19 +175,29 @@ SOLDER_HD SOLDER_INLINE T expm1_reduced(T hi, T lo) {
   return hi + std::fma(r * r, exp_poly(r), lo);
 }
 
-// exp(x) for x already clamped to [exp_lo, exp_hi]; NaN propagates. Here r = x - k*ln2 is
-// rounded once (its error, <= 2^-25 |r| in float, moves e^r by < 0.2 ulp) and
-// e^r = 1 + r + r^2*Q(r) is one fma chain: fewer operations than the hi + lo form.
+// e^x = p * 2^k with p = e^r, r = x - k*ln2 rounded once (its error, <= 2^-25 |r| in float,
+// moves e^r by < 0.2 ulp) and e^r = 1 + r + r^2*Q(r) one fma chain: fewer operations than the
+// hi + lo form. NaN propagates into p.
 template <class T>
-SOLDER_HD SOLDER_INLINE T exp_clamped(T x) {
+struct exp_parts {
+  T p;
+  typename fp<T>::I k;
+};
+template <class T>
+SOLDER_HD SOLDER_INLINE exp_parts<T> exp_split(T x) {
   using F = fp<T>;
   const T t = std::fma(x, F::log2e, F::round);
   const T kf = t - F::round;
   const T r = std::fma(kf, -F::ln2_lo, std::fma(kf, -F::ln2_hi, x));
-  const T p = std::fma(r, std::fma(r, exp_poly(r), T(1)), T(1));
-  // Scale in two halves so that overflow and subnormal results (k down to -150 / -1075) need no
-  // special case and round once, at the last multiply.
-  const auto k = typename F::I(to_bits(t) - to_bits(F::round));
+  return {std::fma(r, std::fma(r, exp_poly(r), T(1)), T(1)),
+          typename F::I(to_bits(t) - to_bits(F::round))};
+}
+// exp(x) for x already clamped to [exp_lo, exp_hi]. 2^k is applied in two halves so that
+// overflow and subnormal results (k down to -150 / -1075) need no special case and round once,
+// at the last multiply.
+template <class T>
+SOLDER_HD SOLDER_INLINE T exp_clamped(T x) {
+  const auto [p, k] = exp_split(x);
   const auto k1 = k >> 1;
   return p * pow2i<T>(k1) * pow2i<T>(k - k1);
 }
@@ -352,21 +362,23 @@ SOLDER_HD SOLDER_INLINE double tanh_poly(double z) {
 template <class T>
 SOLDER_HD SOLDER_INLINE T tanh_impl(T x) {
   using F = fp<T>;
-  const T a = clamp_nan(std::fabs(x), T(0), F::tanh_sat);
+  const T ax = std::fabs(x);
+  const T a = select(ax > F::tanh_sat, F::tanh_sat, ax);  // NaN passes
   const T z = a * a;
   const T small = std::fma(a * z, tanh_poly(z), a);
-  // Above atanh(1/2) = 0.5493... the result is >= 1/2, so 1 - 2/(e^2a + 1) loses nothing to
-  // cancellation; e^2a + 1 = 2^k*(e^r - 1) + (2^k + 1) is rounded once.
-  const auto [hi, lo, k] = exp_reduce(a + a);
-  const T s = pow2i<T>(k);
-  const T big = T(1) - T(2) / std::fma(expm1_reduced(hi, lo), s, s + T(1));
+  // Above atanh(1/2) = 0.5493... e = e^-2a <= 1/3, so neither 1 - e nor 1 + e cancels; e^-2a
+  // cannot overflow, and at the saturation point 2^k is still normal.
+  const auto [p, k] = exp_split(T(-2) * a);
+  const T e = p * pow2i<T>(k);
+  const T big = (T(1) - e) / (T(1) + e);
   return std::copysign(select(a < T(0.54930614433405489), small, big), x);
 }
 
-// 1/(1 + e^-x) = 2^-j / (2^-j + 2^m (1+s)) with e^-x = 2^k (1+s), j = max(k,0), m = min(k,0):
-// the denominator is rounded once (2^-j + 2^m is exact while |k| <= mant; for larger k the tiny
-// 2^-j joins the small terms of s instead), there is no overflow for very negative x, and the
-// 2^-j of subnormal results is applied in two steps.
+// 1/(1 + e^-x) = 2^-j / (2^-j + 2^m (1+q)) with e^-x = 2^k (1+q), j = max(k,0), m = min(k,0):
+// the denominator is rounded once (2^-j + 2^m is exact while |k| <= mant; past it, for very
+// negative x, the tiny 2^-j joins the small terms of q instead) and there is no overflow.
+// Numerator and denominator carry a factor 2^64, so every power of two here is normal and the
+// division rounds subnormal results (sigmoid(-100f)) once.
 template <class T>
 SOLDER_HD SOLDER_INLINE T sigmoid_impl(T x) {
   using F = fp<T>;
@@ -374,14 +386,14 @@ SOLDER_HD SOLDER_INLINE T sigmoid_impl(T x) {
   const auto [hi, lo, k] = exp_reduce(clamp_nan(-x, F::exp_lo, -F::exp_lo));
   const I j = k > 0 ? k : 0;
   const I m = k < 0 ? k : 0;
-  // Below 2^-64 relative to the other addend a term cannot change the rounded sum.
-  const T a = pow2i<T>(j < 64 ? -j : -64);
-  const T b = pow2i<T>(m > -64 ? m : -64);
-  const bool tiny_a = k > F::mant;
+  const bool far = k > F::mant;
+  const T num = pow2i<T>(64 - j);
+  const T s = pow2i<T>(64 + m);
+  // Below 2^-64 relative to 1 + q a term cannot change the rounded sum.
+  const T tiny = pow2i<T>(j < 64 ? -j : -64);
   const T r = hi + lo;
-  const T s = hi + std::fma(r * r, exp_poly(r), select(tiny_a, lo + a, lo));
-  const T q = pow2i<T>(-(j >> 1)) / select(tiny_a, T(1) + s, std::fma(s, b, a + b));
-  return q * pow2i<T>((j >> 1) - j);
+  const T q = hi + std::fma(r * r, exp_poly(r), select(far, lo + tiny, lo));
+  return num / std::fma(q, s, select(far, s, num + s));
 }
 
 template <class T>
