@@ -375,10 +375,11 @@ SOLDER_HD SOLDER_INLINE T tanh_impl(T x) {
 }
 
 // 1/(1 + e^-x) = 2^-j / (2^-j + 2^m (1+q)) with e^-x = 2^k (1+q), j = max(k,0), m = min(k,0):
-// the denominator is rounded once (2^-j + 2^m is exact while |k| <= mant; past it, for very
-// negative x, the tiny 2^-j joins the small terms of q instead) and there is no overflow.
-// Numerator and denominator carry a factor 2^64, so every power of two here is normal and the
-// division rounds subnormal results (sigmoid(-100f)) once.
+// the denominator is rounded once and there is no overflow. 2^-j + 2^m is exact while
+// |k| <= mant; past it, for very negative x, 2^-j <= ulp(1)/2 so the sum rounds to 1 (ties to
+// even), and 2^-j joins the small terms of q instead. Numerator and denominator carry a factor
+// 2^64, so every power of two here is normal and the division rounds subnormal results
+// (sigmoid(-100f)) once.
 template <class T>
 SOLDER_HD SOLDER_INLINE T sigmoid_impl(T x) {
   using F = fp<T>;
@@ -389,11 +390,10 @@ SOLDER_HD SOLDER_INLINE T sigmoid_impl(T x) {
   const bool far = k > F::mant;
   const T num = pow2i<T>(64 - j);
   const T s = pow2i<T>(64 + m);
-  // Below 2^-64 relative to 1 + q a term cannot change the rounded sum.
-  const T tiny = pow2i<T>(j < 64 ? -j : -64);
+  const T tiny = num * T(0x1p-64);  // 2^-j (subnormal or zero far out, where it adds nothing)
   const T r = hi + lo;
   const T q = hi + std::fma(r * r, exp_poly(r), select(far, lo + tiny, lo));
-  return num / std::fma(q, s, select(far, s, num + s));
+  return num / std::fma(q, s, num + s);
 }
 
 template <class T>
