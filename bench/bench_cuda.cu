@@ -1,8 +1,9 @@
 // GPU benchmarks, as ratios inside one run (bench/common.hpp): the element-wise chain of
 // bench_elementwise on 16M floats fused against eager and against a device-to-device copy of the
-// same bytes (the bandwidth limit); softmax and layer_norm over rows of [4096, 1024] against a
-// copy of their bytes. Kernels are timed with CUDA events (manual time). Needs a GPU: without one
-// it prints "skipped: no CUDA device: ..." and exits 0.
+// same bytes (the bandwidth limit); softmax and layer_norm over rows of [4096, 1024] (16 MiB,
+// which stays in an H100's L2 cache between calls) and of [16384, 1024] (the chain's bytes, read
+// from HBM) against a copy of their bytes. Kernels are timed with CUDA events (manual time).
+// Needs a GPU: without one it prints "skipped: no CUDA device: ..." and exits 0.
 #include <solder/solder.hpp>
 
 #include <cstring>
@@ -16,17 +17,24 @@ namespace sb = solder_bench;
 namespace {
 
 constexpr std::int64_t n = 1 << 24, rows = 4096, cols = 1024;
+constexpr std::int64_t many_rows = n / cols;
 
 template <class X>
 auto chain(X const& x) {
   return sd::tanh(x * 0.5f + 0.25f) * sd::sigmoid(x) + x * x * 0.1f - 0.3f;
 }
 
+struct Rows {
+  explicit Rows(std::int64_t r) : m(sd::randn<float, sd::Cuda>(sd::shape(r, cols))), out{r, cols} {}
+  double bytes() const { return 2.0 * static_cast<double>(m.numel()) * sizeof(float); }
+  sd::Tensor<float, 2, sd::Cuda> m;
+  sd::Tensor<float, 2, sd::Cuda> out;
+};
+
 struct Data {
   sd::Tensor<float, 1, sd::Cuda> x = sd::rand<float, sd::Cuda>(sd::shape(n), -1.f, 1.f);
   sd::Tensor<float, 1, sd::Cuda> y{n};
-  sd::Tensor<float, 2, sd::Cuda> m = sd::randn<float, sd::Cuda>(sd::shape(rows, cols));
-  sd::Tensor<float, 2, sd::Cuda> out{rows, cols};
+  Rows few{rows}, many{many_rows};
   sd::Tensor<float, 1, sd::Cuda> gamma = sd::rand<float, sd::Cuda>(sd::shape(cols));
   sd::Tensor<float, 1, sd::Cuda> beta = sd::rand<float, sd::Cuda>(sd::shape(cols));
 };
@@ -65,7 +73,11 @@ void copy(void* dst, void const* src, std::size_t bytes) {
 }
 
 constexpr double chain_bytes = 2.0 * n * sizeof(float);
-constexpr double row_bytes = 2.0 * rows * cols * sizeof(float);
+// The row benchmarks over [4096, 1024] (Many = false) or [16384, 1024].
+template <bool Many>
+Rows& rows_of() {
+  return Many ? data().many : data().few;
+}
 
 void BM_chain_fused(benchmark::State& s) {
   timed(s, chain_bytes, [] { data().y = chain(data().x); });
@@ -76,14 +88,20 @@ void BM_chain_eager(benchmark::State& s) {
 void BM_chain_copy(benchmark::State& s) {
   timed(s, chain_bytes, [] { copy(data().y.data(), data().x.data(), n * sizeof(float)); });
 }
+template <bool Many>
 void BM_softmax(benchmark::State& s) {
-  timed(s, row_bytes, [] { data().out = sd::softmax(data().m, 1); });
+  Rows& r = rows_of<Many>();
+  timed(s, r.bytes(), [&r] { r.out = sd::softmax(r.m, 1); });
 }
+template <bool Many>
 void BM_layer_norm(benchmark::State& s) {
-  timed(s, row_bytes, [] { data().out = sd::layer_norm(data().m, data().gamma, data().beta); });
+  Rows& r = rows_of<Many>();
+  timed(s, r.bytes(), [&r] { r.out = sd::layer_norm(r.m, data().gamma, data().beta); });
 }
+template <bool Many>
 void BM_rows_copy(benchmark::State& s) {
-  timed(s, row_bytes, [] { copy(data().out.data(), data().m.data(), rows * cols * sizeof(float)); });
+  Rows& r = rows_of<Many>();
+  timed(s, r.bytes(), [&r] { copy(r.out.data(), r.m.data(), r.m.numel() * sizeof(float)); });
 }
 
 auto* configure(benchmark::internal::Benchmark* b) {
@@ -92,9 +110,12 @@ auto* configure(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_chain_fused)->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_chain_eager)->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_chain_copy)->Apply([](auto* b) { configure(b); });
-BENCHMARK(BM_softmax)->Apply([](auto* b) { configure(b); });
-BENCHMARK(BM_layer_norm)->Apply([](auto* b) { configure(b); });
-BENCHMARK(BM_rows_copy)->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_softmax<false>)->Name("BM_softmax")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_layer_norm<false>)->Name("BM_layer_norm")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_rows_copy<false>)->Name("BM_rows_copy")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_softmax<true>)->Name("BM_softmax_16k")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_layer_norm<true>)->Name("BM_layer_norm_16k")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_rows_copy<true>)->Name("BM_rows_copy_16k")->Apply([](auto* b) { configure(b); });
 
 // The GPU's results against the host's, before any timing.
 void check() {
@@ -103,13 +124,14 @@ void check() {
   auto x = d.x.to<sd::Host>();
   sd::Tensor<float, 1> ref = chain(x);
   sb::check_close("chain: device vs host", sd::to_vector(d.y).data(), ref.data(), n, 0);
-  d.out = sd::softmax(d.m, 1);
-  auto m = d.m.to<sd::Host>();
+  Rows& r = d.few;
+  r.out = sd::softmax(r.m, 1);
+  auto m = r.m.to<sd::Host>();
   sd::Tensor<float, 2> soft = sd::softmax(m, 1);
-  sb::check_close("softmax: device vs host", sd::to_vector(d.out).data(), soft.data(), rows * cols, 1e-6, 1e-5);
-  d.out = sd::layer_norm(d.m, d.gamma, d.beta);
+  sb::check_close("softmax: device vs host", sd::to_vector(r.out).data(), soft.data(), rows * cols, 1e-6, 1e-5);
+  r.out = sd::layer_norm(r.m, d.gamma, d.beta);
   sd::Tensor<float, 2> norm = sd::layer_norm(m, d.gamma.to<sd::Host>(), d.beta.to<sd::Host>());
-  sb::check_close("layer_norm: device vs host", sd::to_vector(d.out).data(), norm.data(), rows * cols, 1e-5, 1e-5);
+  sb::check_close("layer_norm: device vs host", sd::to_vector(r.out).data(), norm.data(), rows * cols, 1e-5, 1e-5);
 }
 
 }  // namespace
@@ -135,5 +157,9 @@ int main(int argc, char** argv) {
   sb::report_fraction(rep, "chain fused vs device copy", "BM_chain_copy", "BM_chain_fused", 0.9);
   sb::report_fraction(rep, "softmax vs device copy", "BM_rows_copy", "BM_softmax", 0.8);
   sb::report_fraction(rep, "layer_norm vs device copy", "BM_rows_copy", "BM_layer_norm", 0.8);
+  sb::report_fraction(rep, "softmax [16384, 1024] vs device copy", "BM_rows_copy_16k",
+                      "BM_softmax_16k", 0.8);
+  sb::report_fraction(rep, "layer_norm [16384, 1024] vs device copy", "BM_rows_copy_16k",
+                      "BM_layer_norm_16k", 0.8);
   return 0;
 }
