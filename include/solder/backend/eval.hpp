@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "../plan/plan.hpp"
@@ -89,6 +90,11 @@ struct Links {
   std::int64_t line_len = -1;         // the length of the contiguous lines written; -1: none
   std::int64_t const* dom = nullptr;  // the kernel's index space (with line_len)
   int rank = 0;
+  // The copy writes contiguous lines of `len` values over the index space `d`.
+  template <std::size_t D>
+  void set_line(std::int64_t len, std::array<std::int64_t, D> const& d) {
+    line_len = len, dom = d.data(), rank = static_cast<int>(D);
+  }
   struct Source {
     void const* type;
     void* eval;
@@ -421,6 +427,11 @@ struct SharedInput {
     ev.for_each_leaf(f);
   }
 };
+
+// A backend's RecordEval derives from Records, so that the reduction folding it can tell.
+struct Records {};
+template <class Ev>
+inline constexpr bool is_record = std::is_base_of_v<Records, Ev>;
 
 // Evaluates a node into a new tensor on its device (a break; backend/assign.hpp).
 template <class N>

@@ -143,7 +143,7 @@ struct RecordView : SharedInput<Ev> {
 // read them back (the kernel synchronizes the group in between). Past the record's room, a
 // long line computes the rest again.
 template <class Ev>
-struct RecordEval : RecordView<Ev, element_of<Ev>*> {
+struct RecordEval : RecordView<Ev, element_of<Ev>*>, Records {
   using T = element_of<Ev>;
   using RecordView<Ev, T*>::place, RecordView<Ev, T*>::rec;
   template <Read = Read::plain>
@@ -203,11 +203,6 @@ struct RecallEval : RecordView<Ev, element_of<Ev> const*> {
   }
 };
 
-template <class Ev>
-struct is_record : std::false_type {};
-template <class Ev>
-struct is_record<RecordEval<Ev>> : std::true_type {};
-
 // Loads per value of an evaluator's line: its leaves (a fused reduction folds its own input).
 template <class Ev>
 inline constexpr int line_loads = 0;
@@ -259,7 +254,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       reuse = slot >= 0;
     } else {
       l.add(id, type_key<ReduceEval>(), this);
-      if constexpr (is_record<Child>::value)
+      if constexpr (is_record<Child>)
         if (l.is_line(block, count, fdom)) l.add_source(type_key<Child>(), &child);
     }
     child.link(l);

@@ -189,7 +189,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     std::int64_t warps = std::int64_t(d.sm_count) * d.max_threads_per_sm / warp_threads;
     GroupLinks links;
     links.group = outer >= warps / 4 ? warp_threads : block_threads;
-    if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
+    if (contiguous) links.set_line(len, dom);
     ev.link(links);
     links.resolve();
     std::int64_t per_block = block_threads / links.group;

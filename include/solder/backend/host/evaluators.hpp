@@ -78,7 +78,7 @@ struct PerCopy {
 // A fused reduction's input that the kernel also uses outside the reduction. While a RecallEval
 // reads it back, the values of the current line are kept as the reduction folds them.
 template <class Ev>
-struct RecordEval : SharedInput<Ev> {
+struct RecordEval : SharedInput<Ev>, Records {
   using T = element_of<Ev>;
   std::vector<T> buf;
   T* rec = nullptr;  // buf.data() once a RecallEval attached
@@ -169,11 +169,6 @@ SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t 
   return total;
 }
 
-template <class Ev>
-struct is_record : std::false_type {};
-template <class Ev>
-struct is_record<RecordEval<Ev>> : std::true_type {};
-
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   using Setup = ReduceSetup<Child, D, F, NA>;
@@ -250,7 +245,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   template <Read Rd = Read::plain>
   static A reduce_block(Child& c, Index<F> const& f, std::int64_t b, std::int64_t e) {
     c.begin_line(f);
-    if constexpr (Rd == Read::plain && is_record<Child>::value)
+    if constexpr (Rd == Read::plain && is_record<Child>)
       if (c.rec) return reduce_range<Op, A, Read::shared>(c, b, e);
     return reduce_range<Op, A, Rd>(c, b, e);
   }
@@ -369,7 +364,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   void link(Links& l) {
     first = static_cast<ReduceEval const*>(l.find(id, type_key<ReduceEval>()));
     if (!first) l.add(id, type_key<ReduceEval>(), this);
-    if constexpr (is_record<Child>::value) {
+    if constexpr (is_record<Child>) {
       child.rec = nullptr;
       if (!first && l.is_line(block && !split, count, fdom)) l.add_source(type_key<Child>(), &child);
     }

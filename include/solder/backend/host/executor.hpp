@@ -190,7 +190,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
     return write_repeating_lines<Light, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end, stream);
   Ev e = ev;
   Links links;  // the copy's reductions link to each other, shared inputs to their records
-  if (contiguous) links.line_len = len, links.dom = dom.data(), links.rank = D;
+  if (contiguous) links.set_line(len, dom);
   e.link(links);
   if (links.resolve()) read = Read::shared;
   // The next line's inputs and output are requested while this one is computed: the hardware
