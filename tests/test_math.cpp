@@ -181,6 +181,45 @@ TEST_CASE("float tanh, sigmoid, softplus, erf over all float patterns", "[math][
   CHECK_ULP("erf float", sweep_float(OURS_F(erf), LIBM_D(erf)), 2.0);
 }
 
+// The device's tanh divides (1 - e) / (1 + e), e = e^-2a in (0, 1/3], by div_refine from the
+// estimate of 1/(1 + e) that rcp.approx gives (within 1 ulp, says the PTX spec). Here every
+// float e (below 2^-26 both operands round to 1), with every estimate up to 2 floats away from
+// the rounded reciprocal, must give the IEEE quotient: then the device's tanh is the host's.
+TEST_CASE("tanh's division from a reciprocal estimate is the IEEE division", "[math][float]") {
+  namespace md = solder::math::detail;
+#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)
+  constexpr std::uint32_t stride = 1;
+#else
+  constexpr std::uint32_t stride = kStride / 8;
+#endif
+  const auto wrong_from = [](float n, float d) {  // an estimate that gives another quotient, or 0
+    const float near = static_cast<float>(1.0 / static_cast<double>(d));
+    float r = std::nextafter(std::nextafter(near, 0.0f), 0.0f);
+    for (int k = 0; k < 5; ++k, r = std::nextafter(r, 1.0f))
+      if (std::bit_cast<std::uint32_t>(md::div_refine(n, d, r)) != std::bit_cast<std::uint32_t>(n / d))
+        return r;
+    return 0.0f;
+  };
+  const std::uint32_t first = std::bit_cast<std::uint32_t>(0x1p-26f);
+  const std::uint32_t last = std::bit_cast<std::uint32_t>(1.0f / 3.0f);
+  std::int64_t wrong = 0;
+  float example = 0;
+#pragma omp parallel for reduction(+ : wrong) schedule(static)
+  for (std::uint32_t b = first; b <= last; b += stride) {
+    const float e = std::bit_cast<float>(b);
+    if (wrong_from(1.0f - e, 1.0f + e) != 0) {
+      ++wrong;
+#pragma omp critical
+      example = e;
+    }
+  }
+  INFO("e = " << example);
+  CHECK(wrong == 0);
+  // Not every division is safe: 1 / (2 - 2^-23) = (1 + 2^-24 + 2^-48 + ...) / 2 lies just above a
+  // midpoint, and the estimate 1/2 (within an ulp) rounds it down.
+  CHECK(md::div_refine(1.0f, 0x1.fffffep0f, 0.5f) != 1.0f / 0x1.fffffep0f);
+}
+
 TEST_CASE("float sin, cos", "[math][float]") {
   SECTION("|x| <= 1e5: 2 ulp") {
     CHECK_ULP("sin float |x|<=1e5", sweep_float(OURS_F(sin), LIBM_D(sin), -1e5, 1e5), 2.0);
