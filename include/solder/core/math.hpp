@@ -123,16 +123,16 @@ SOLDER_HD SOLDER_INLINE constexpr T clamp_nan(T x, T lo, T hi) {  // NaN passes 
 
 // n / d from an estimate r of 1/d (within an ulp): one Newton step for the reciprocal, the
 // quotient, and one correction from its exact remainder: the fast path of CUDA's IEEE division
-// (div.rn.f32). It is n / d, rounded once, for the operands tanh divides (test_math checks
-// every one of them, for every estimate the PTX spec allows); operands near a hard case of
-// rounding may need the exact estimate.
+// (div.rn.f32). For the operands tanh divides it is n / d, rounded once (test_math checks every
+// one of them, for every estimate the PTX spec allows); not for all: 1 / (2 - 2^-23) from the
+// estimate 1/2 rounds the wrong way.
 SOLDER_HD SOLDER_INLINE float div_refine(float n, float d, float r) {
   r = std::fma(r, std::fma(-d, r, 1.0f), r);
   const float q = n * r;
   return std::fma(r, std::fma(-d, q, n), q);
 }
 // n / d where div_refine is known to round as the division does. On the device that saves the
-// division's range check and the branch around its slow path (4 of its 11 instructions).
+// division's range check and the branch around its slow path (4 of the 10 instructions it runs).
 SOLDER_HD SOLDER_INLINE float div_fast_path(float n, float d) {
 #if defined(__CUDA_ARCH__)
   float r;
