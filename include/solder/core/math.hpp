@@ -407,7 +407,7 @@ template <class T>
 SOLDER_HD SOLDER_INLINE T sigmoid_impl(T x) {
   using F = fp<T>;
   using I = typename F::I;
-  const auto [hi, lo, k] = exp_reduce(clamp_nan(-x, F::exp_lo, -F::exp_lo));
+  const auto [hi, lo, k] = exp_reduce(-clamp_nan(x, F::exp_lo, -F::exp_lo));  // -x clamped: symmetric bounds
   const I j = k > 0 ? k : 0;
   const I m = k < 0 ? k : 0;
   const bool far = k > F::mant;
