@@ -407,7 +407,8 @@ template <class T>
 SOLDER_HD SOLDER_INLINE T sigmoid_impl(T x) {
   using F = fp<T>;
   using I = typename F::I;
-  const auto [hi, lo, k] = exp_reduce(-clamp_nan(x, F::exp_lo, -F::exp_lo));  // -x clamped: symmetric bounds
+  // -x clamped (the bounds are symmetric): nvcc makes clamp_nan's inner select one max.
+  const auto [hi, lo, k] = exp_reduce(-clamp_nan(x, F::exp_lo, -F::exp_lo));
   const I j = k > 0 ? k : 0;
   const I m = k < 0 ? k : 0;
   const bool far = k > F::mant;
