@@ -195,9 +195,9 @@ TEST_CASE("tanh's division from a reciprocal estimate is the IEEE division", "[m
   const auto wrong_from = [](float n, float d) {  // an estimate that gives another quotient, or 0
     const float near = static_cast<float>(1.0 / static_cast<double>(d));
     float r = std::nextafter(std::nextafter(near, 0.0f), 0.0f);
+    const auto ieee = std::bit_cast<std::uint32_t>(n / d);
     for (int k = 0; k < 5; ++k, r = std::nextafter(r, 1.0f))
-      if (std::bit_cast<std::uint32_t>(md::div_refine(n, d, r)) != std::bit_cast<std::uint32_t>(n / d))
-        return r;
+      if (std::bit_cast<std::uint32_t>(md::div_refine(n, d, r)) != ieee) return r;
     return 0.0f;
   };
   const std::uint32_t first = std::bit_cast<std::uint32_t>(0x1p-26f);
