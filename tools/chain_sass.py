@@ -57,7 +57,9 @@ def main():
         sass = subprocess.run([cuobjdump(), "-sass", str(cubin)], check=True,
                               capture_output=True, text=True).stdout
     code = chain_kernel(sass)
-    store = next(a for a, op in code if "STG.E.128" in op)
+    store = next((a for a, op in code if "STG.E.128" in op), None)
+    if store is None:
+        sys.exit("chain_sass.py: the chain's kernel has no 16-byte store (no vector loop)")
     back, branch = next((a, op) for a, op in code if a > store and "BRA" in op)
     head = int(re.search(r"BRA (0x[0-9a-f]+)", branch).group(1), 16)
     loop = [op for a, op in code if head <= a <= back]
