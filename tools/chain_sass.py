@@ -8,8 +8,9 @@ H100 (docs/benchmarks.md), so this count is what a change to its maths moves.
 Compiles the example's device code with nvcc (as tests/cuda/check_kernels.cmake does),
 disassembles it with cuobjdump (not in /usr/local/cuda/bin here: `pip install
 nvidia-cuda-cuobjdump` in a virtual environment, or set CUOBJDUMP) and reads the kernel's vector
-loop: the block from its 16-byte store back to the loop's head, 4 elements per pass. An
-instruction skipped on the fast path (a division's call to its slow path) is not counted.
+loops, one per vector walk (x read once per use, and once in all where the walk shares it): the
+block from a 16-byte store back to the loop's head, 4 elements per pass. An instruction skipped
+on the fast path (a division's call to its slow path) is not counted.
 """
 import argparse
 import os
@@ -57,23 +58,25 @@ def main():
         sass = subprocess.run([cuobjdump(), "-sass", str(cubin)], check=True,
                               capture_output=True, text=True).stdout
     code = chain_kernel(sass)
-    store = next((a for a, op in code if "STG.E.128" in op), None)
-    if store is None:
+    stores = [a for a, op in code if "STG.E.128" in op]
+    if not stores:
         sys.exit("chain_sass.py: the chain's kernel has no 16-byte store (no vector loop)")
-    back, branch = next((a, op) for a, op in code if a > store and "BRA" in op)
-    head = int(re.search(r"BRA (0x[0-9a-f]+)", branch).group(1), 16)
-    loop = [op for a, op in code if head <= a <= back]
-    # A forward predicated branch over a CALL jumps over the slow path on the fast one.
-    skipped = 0
-    for i, op in enumerate(loop):
-        jump = re.match(r"@!?P\d BRA (0x[0-9a-f]+)", op)
-        if jump and any("CALL" in later for later in loop[i + 1:i + 4]):
-            start = head + 16 * i
-            skipped += (int(jump.group(1), 16) - start) // 16 - 1
-    run = len(loop) - skipped
-    print(f"sm_{args.arch}: the chain's vector loop runs {run} instructions per 4 elements "
-          f"({run / 4:.2f} per element; {len(loop)} in the loop, {skipped} on slow paths)")
-
+    for store in stores:
+        back, branch = next((a, op) for a, op in code if a > store and "BRA" in op)
+        head = int(re.search(r"BRA (0x[0-9a-f]+)", branch).group(1), 16)
+        loop = [op for a, op in code if head <= a <= back]
+        # A forward predicated branch over a CALL jumps over the slow path on the fast one.
+        skipped = 0
+        for i, op in enumerate(loop):
+            jump = re.match(r"@!?P\d BRA (0x[0-9a-f]+)", op)
+            if jump and any("CALL" in later for later in loop[i + 1:i + 4]):
+                start = head + 16 * i
+                skipped += (int(jump.group(1), 16) - start) // 16 - 1
+        run = len(loop) - skipped
+        loads = sum("LDG.E.128" in op for op in loop)
+        print(f"sm_{args.arch}: a vector loop of the chain ({loads} loads of x) runs {run} "
+              f"instructions per 4 elements ({run / 4:.2f} per element; {len(loop)} in the loop, "
+              f"{skipped} on slow paths)")
 
 if __name__ == "__main__":
     main()

@@ -57,6 +57,18 @@ TEST_CASE("broadcasts, views, casts and comparisons", "[gpu][elementwise]") {
   same_on_both([](auto const& x, auto const& r) { return sd::maximum(x, r) + sd::minimum(x, r); }, a, row);
 }
 
+TEST_CASE("inputs of one type: one tensor read twice, two tensors in one buffer", "[gpu][elementwise]") {
+  auto x = inputs<float>(2, 4100, 4.f);  // each row 16-byte aligned: the vector walks
+  // One read of lo serves both uses (Walk::shared).
+  same_on_both([](auto const& v) { return sd::slice(v, 0, 0, 1) * sd::slice(v, 0, 0, 1); }, x);
+  // lo and hi: the same type and buffer, different memory, so each is read.
+  same_on_both([](auto const& v) {
+    auto lo = sd::slice(v, 0, 0, 1);
+    auto hi = sd::slice(v, 0, 1, 2);
+    return lo * hi + lo * lo;
+  }, x);
+}
+
 TEST_CASE("aliasing: y = transpose(y) on the device", "[gpu][elementwise]") {
   auto h = sd::view(sd::arange<float>(0, 16), sd::shape(4, 4));
   sd::Tensor<float, 2, sd::Cuda> y = h.to<sd::Cuda>();

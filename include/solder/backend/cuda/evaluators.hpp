@@ -26,11 +26,10 @@ template <class T>
 inline constexpr int vec_width = sizeof(T) >= 4 ? static_cast<int>(16 / sizeof(T)) : 4;
 
 // f(i) for i = first, first + step, ... below end, U at a time in one basic block, so that their
-// loads are in flight together; in the same order as one at a time.
-template <int U, class F>
-__device__ SOLDER_INLINE void for_steps(std::int64_t first, std::int64_t end, std::int64_t step,
-                                        F&& f) {
-  std::int64_t i = first;
+// loads are in flight together; in the same order as one at a time. (I: the index type.)
+template <int U, class I, class F>
+__device__ SOLDER_INLINE void for_steps(I first, I end, I step, F&& f) {
+  I i = first;
   if constexpr (U > 1) {
     for (; i + (U - 1) * step < end; i += U * step) {
       SOLDER_UNROLL

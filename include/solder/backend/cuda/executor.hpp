@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cub/device/device_reduce.cuh>
+#include <tuple>
+#include <utility>
 
 #include "evaluators.hpp"
 #include "runtime.hpp"
@@ -33,7 +35,12 @@ SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, In
   }
 }
 
-enum class Walk : int { vector, contiguous, strided };
+// shared: the vector walk, where the inputs of one type all read the same memory (x * x).
+enum class Walk : int { vector, shared, contiguous, strided };
+
+// The longest run one element-wise kernel walks contiguously: its indices are then 32-bit
+// (a multiple of every vector width, so a later run starts as aligned as the first).
+inline constexpr std::int64_t max_run = std::int64_t(1) << 30;
 
 // Stores v at p (aligned for it) as one instruction: a plain store of the struct may be split
 // into one store per value (nvcc did so in lines_kernel: four 4-byte stores for every float4).
@@ -49,35 +56,125 @@ __device__ SOLDER_INLINE void store_vec(T* p, Vec<T, V> const& v) {
 
 // Writes the run out[0, n) of a contiguous line, this thread taking every step-th value from
 // `first`: vec_width values at a time when `vec` (every input and `out` aligned), then the
-// rest one by one.
-template <int U, class OutT, class Ev>
-__device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, std::int64_t n, std::int64_t first,
-                                        std::int64_t step, bool vec) {
+// rest one by one. I: the index type, 32-bit where the run is short enough (an address is then
+// one multiply-add from its pointer, and the loop's counter one register).
+template <int U, class I, class OutT, class Ev>
+__device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, I n, I first, I step, bool vec) {
   constexpr int V = vec_width<OutT>;
-  std::int64_t done = 0;
+  I done = 0;
   if (vec) {
-    std::int64_t const nv = n / V;
-    for_steps<U>(first, nv, step, [&](std::int64_t i) {
-      auto v = ev.template line_vec<V>(i * V);
+    I const nv = n / V;
+    for_steps<U>(first, nv, step, [&](I i) {
+      auto v = ev.template line_vec<V>(std::int64_t(i) * V);
       Vec<OutT, V> o;
       SOLDER_UNROLL
       for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
-      store_vec(out + i * V, o);
+      store_vec(out + std::int64_t(i) * V, o);
     });
     done = nv * V;
   }
-  for (std::int64_t j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
+  for (I j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
+}
+
+// Whether an evaluator is element-wise all through (no reduction fused into it).
+template <class Ev>
+inline constexpr bool elementwise_eval = false;
+template <class T, int D>
+inline constexpr bool elementwise_eval<LeafEval<T, D>> = true;
+template <class T, int D>
+inline constexpr bool elementwise_eval<ScalarEval<T, D>> = true;
+template <class Op, class C, int D, class... E>
+inline constexpr bool elementwise_eval<MapEval<Op, C, D, E...>> = (true && ... && elementwise_eval<E>);
+
+// The inputs of an element-wise evaluator, in order, as a tuple type.
+template <class Ev>
+struct leaves_of {
+  using type = std::tuple<>;
+};
+template <class T, int D>
+struct leaves_of<LeafEval<T, D>> {
+  using type = std::tuple<LeafEval<T, D>>;
+};
+template <class Op, class C, int D, class... E>
+struct leaves_of<MapEval<Op, C, D, E...>> {
+  using type = decltype(std::tuple_cat(std::declval<typename leaves_of<E>::type>()...));
+};
+template <class Leaves>
+struct has_repeats;
+template <class... L>
+struct has_repeats<std::tuple<L...>> {
+  template <class X>
+  static constexpr int count = (0 + ... + int(std::is_same_v<X, L>));
+  static constexpr bool value = (false || ... || (count<L> > 1));
+};
+// Whether two inputs have one type, and so may be one tensor read twice (x * x).
+template <class Ev>
+inline constexpr bool repeated_leaf = has_repeats<typename leaves_of<Ev>::type>::value;
+
+// Whether every two inputs of one type read the same memory (host side, after begin_line).
+template <class Ev>
+bool leaves_shared(Ev& ev) {
+  bool all = true;
+  ev.for_each_leaf([&](auto const& a) {
+    ev.for_each_leaf([&](auto const& b) {
+      if constexpr (std::is_same_v<decltype(a), decltype(b)>) all = all && a.lp == b.lp;
+    });
+  });
+  return all;
+}
+
+// Copies the first input of type L in ev into `first`; false if there is none.
+template <class L, class Ev>
+__device__ SOLDER_INLINE bool first_leaf(Ev const& ev, L& first);
+template <class L, class Ev, std::size_t... I>
+__device__ SOLDER_INLINE bool first_leaf_in(Ev const& ev, L& first, std::index_sequence<I...>) {
+  return (false || ... || first_leaf<L>(std::get<I>(ev.c), first));
+}
+template <class L, class Ev>
+__device__ SOLDER_INLINE bool first_leaf(Ev const& ev, L& first) {
+  if constexpr (std::is_same_v<Ev, L>) {
+    first = ev;
+    return true;
+  } else if constexpr (requires { typename Ev::Seq; }) {
+    return first_leaf_in<L>(ev, first, typename Ev::Seq{});
+  } else {
+    return false;
+  }
+}
+// Makes every input of ev (a copy of root) the first input of its type in root: for Walk::shared,
+// where they read the same memory anyway, the compiler then loads each value once.
+template <class Root, class Ev>
+__device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev);
+template <class Root, class Ev, std::size_t... I>
+__device__ SOLDER_INLINE void share_leaves_in(Root const& root, Ev& ev, std::index_sequence<I...>) {
+  (share_leaves(root, std::get<I>(ev.c)), ...);
+}
+template <class Root, class Ev>
+__device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev) {
+  if constexpr (requires { typename Ev::Seq; }) share_leaves_in(root, ev, typename Ev::Seq{});
+  else if constexpr (requires { ev.lp; }) first_leaf(root, ev);
 }
 
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads)
     elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
-  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
-  std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (walk != Walk::strided) {
-    write_run<1>(ev, out, n, first, step, walk == Walk::vector);
+  std::uint32_t const run = static_cast<std::uint32_t>(n);  // n <= max_run (launch)
+  if (walk == Walk::shared) {
+    if constexpr (repeated_leaf<Ev>) {
+      Ev shared = ev;
+      share_leaves(ev, shared);
+      write_run<1>(shared, out, run, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
+                   true);
+    }
     return;
   }
+  if (walk != Walk::strided) {
+    write_run<1>(ev, out, run, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
+                 walk == Walk::vector);
+    return;
+  }
+  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (std::int64_t i = first; i < n; i += step) {
     Index<D> idx;
     unravel_all<D>(i, dom, idx);
@@ -121,7 +218,7 @@ __global__ void __launch_bounds__(block_threads, 4)
       ev.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
       bool vec = aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
-      write_run<steps_in_flight<Ev>>(ev, op, len, rank, group, vec);
+      write_run<steps_in_flight<Ev>, std::int64_t>(ev, op, len, rank, group, vec);
     } else {
       for (std::int64_t j = rank; j < len; j += group) {
         Index<D> k = idx;
@@ -147,16 +244,6 @@ inline unsigned grid_for(std::int64_t work) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(need, full)));
 }
 
-// Whether an evaluator is element-wise all through (no reduction fused into it).
-template <class Ev>
-inline constexpr bool elementwise_eval = false;
-template <class T, int D>
-inline constexpr bool elementwise_eval<LeafEval<T, D>> = true;
-template <class T, int D>
-inline constexpr bool elementwise_eval<ScalarEval<T, D>> = true;
-template <class Op, class C, int D, class... E>
-inline constexpr bool elementwise_eval<MapEval<Op, C, D, E...>> = (true && ... && elementwise_eval<E>);
-
 // (OutT is deduced, not read as OutTensor::value_type: see element_of in backend/eval.hpp.)
 template <class OutT, auto E, class Ev>
 void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& lines) {
@@ -170,10 +257,23 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
       ev.begin_line(Index<D>{});
       constexpr int V = vec_width<OutT>;
       bool vec = aligned_for<OutT, V>(out.data()) && ev.template vec_aligned<V>();
-      walk = vec ? Walk::vector : Walk::contiguous;
+      walk = !vec ? Walk::contiguous
+             : repeated_leaf<Ev> && leaves_shared(ev) ? Walk::shared
+                                                      : Walk::vector;
     }
-    elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(ev, out.data(), out.strides(),
-                                                                     dom, n, walk);
+    if (walk == Walk::strided) {
+      elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(ev, out.data(), out.strides(),
+                                                                       dom, n, walk);
+    } else {  // runs of at most max_run values, each from where the last ended
+      for (std::int64_t start = 0; start < n; start += max_run) {
+        std::int64_t const len = std::min(max_run, n - start);
+        Index<D> at;
+        unravel_all<D>(start, dom, at);
+        ev.begin_line(at);
+        elementwise_kernel<OutT, D><<<grid_for(len), block_threads, 0, s>>>(
+            ev, out.data() + start, out.strides(), dom, len, walk);
+      }
+    }
   } else {
     std::array<bool, D> inner = lines.axis;
     std::int64_t len = 1, outer = 1;
