@@ -2,7 +2,8 @@
 // once per fused expression type, with the variant picked at run time inside it:
 //   elementwise_kernel  no fused reduction: a grid-stride loop over the output, vector loads and
 //                       stores (16 bytes of 4- and 8-byte types, 4 values of smaller ones) when
-//                       every input and the output are contiguous and aligned,
+//                       every input and the output are contiguous and aligned (one load per
+//                       value where the inputs of one type all read the same memory: x * x),
 //                       scalar contiguous loads otherwise, or the general strided/broadcast walk;
 //   lines_kernel        fused reductions: one group of threads per line (softmax's row, a
 //                       reduction's output), a warp when there are many lines, else the block;
