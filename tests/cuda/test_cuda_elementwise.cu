@@ -69,6 +69,28 @@ TEST_CASE("inputs of one type: one tensor read twice, two tensors in one buffer"
   }, x);
 }
 
+TEST_CASE("a run of more than 2^30 values: several kernels, each from where the last ended",
+          "[gpu][elementwise]") {
+  constexpr std::int64_t n = (std::int64_t(1) << 30) + 12;
+  std::size_t free = 0, total = 0;
+  SOLDER_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  if (free < 3 * n * sizeof(float)) {
+    WARN("skipped: needs " << 3 * n * sizeof(float) << " bytes of GPU memory, " << free << " free");
+    return;
+  }
+  auto x = sd::rand<float, sd::Cuda>(sd::shape(n), -4.f, 4.f);
+  sd::Tensor<float, 1, sd::Cuda> y = x * 0.5f - x * x;  // the shared walk
+  sd::Tensor<float, 1, sd::Cuda> z = sd::slice(x, 0, 4, n) + sd::slice(x, 0, 0, n - 4);  // vector
+  // Each side of the boundary and the end, against the host.
+  for (std::int64_t from : {std::int64_t(0), (std::int64_t(1) << 30) - 8, n - 20}) {
+    auto h = sd::slice(x, 0, from, from + 20).to<sd::Host>();
+    same_bits(sd::slice(y, 0, from, from + 16), sd::eval(sd::slice(h, 0, 0, 16) * 0.5f -
+                                                         sd::slice(h, 0, 0, 16) * sd::slice(h, 0, 0, 16)));
+    same_bits(sd::slice(z, 0, from, from + 16),
+              sd::eval(sd::slice(h, 0, 4, 20) + sd::slice(h, 0, 0, 16)));
+  }
+}
+
 TEST_CASE("aliasing: y = transpose(y) on the device", "[gpu][elementwise]") {
   auto h = sd::view(sd::arange<float>(0, 16), sd::shape(4, 4));
   sd::Tensor<float, 2, sd::Cuda> y = h.to<sd::Cuda>();
