@@ -78,5 +78,6 @@ def main():
               f"instructions per 4 elements ({run / 4:.2f} per element; {len(loop)} in the loop, "
               f"{skipped} on slow paths)")
 
+
 if __name__ == "__main__":
     main()

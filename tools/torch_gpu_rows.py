@@ -33,8 +33,8 @@ def main():
         copy = best_us(lambda: out.copy_(m))
         soft = best_us(lambda: torch.softmax(m, 1))
         norm = best_us(lambda: torch.nn.functional.layer_norm(m, (1024,), gamma, beta))
-        print(f"[{rows}, 1024]: copy {copy:.2f} us, softmax {soft:.2f} us ({copy / soft:.3f} of the "
-              f"copy), layer_norm {norm:.2f} us ({copy / norm:.3f})")
+        print(f"[{rows}, 1024]: copy {copy:.2f} us, softmax {soft:.2f} us "
+              f"({copy / soft:.3f} of the copy), layer_norm {norm:.2f} us ({copy / norm:.3f})")
 
 
 if __name__ == "__main__":

@@ -263,8 +263,8 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
                                                       : Walk::vector;
     }
     if (walk == Walk::strided) {
-      elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(ev, out.data(), out.strides(),
-                                                                       dom, n, walk);
+      elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(
+          ev, out.data(), out.strides(), dom, n, walk);
     } else {  // runs of at most max_run values, each from where the last ended
       for (std::int64_t start = 0; start < n; start += max_run) {
         std::int64_t const len = std::min(max_run, n - start);
