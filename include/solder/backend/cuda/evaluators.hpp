@@ -8,7 +8,6 @@
 #pragma once
 #include <cub/block/block_reduce.cuh>
 #include <cub/util_ptx.cuh>
-#include <cub/warp/warp_reduce.cuh>
 
 #include <algorithm>
 #include <cstring>
@@ -59,13 +58,21 @@ __device__ SOLDER_INLINE void group_sync(int g) {
 }
 
 // Called by every thread of the group with its share; every thread gets the group's total.
+// A warp folds as a butterfly: each thread merges its value with the one o lanes away, for
+// o = 16, 8, ..., 1, so every thread ends with the total without a broadcast (Op::merge is
+// commutative).
 template <class Op, class A>
 __device__ SOLDER_INLINE A group_fold(A share, int g) {
   if (g == warp_threads) {
-    using Warp = cub::WarpReduce<A>;
-    __shared__ typename Warp::TempStorage warp_scratch[block_threads / warp_threads];
-    A r = Warp(warp_scratch[group_index(warp_threads)]).Reduce(share, MergeOp<Op>{});
-    return cub::ShuffleIndex<warp_threads>(r, 0, 0xffffffffu);
+    int const lane = static_cast<int>(threadIdx.x) & (warp_threads - 1);
+    SOLDER_UNROLL
+    for (int o = warp_threads / 2; o > 0; o /= 2) {
+      A other;
+      if constexpr (std::is_same_v<A, float>) other = __shfl_xor_sync(0xffffffffu, share, o);
+      else other = cub::ShuffleIndex<warp_threads>(share, lane ^ o, 0xffffffffu);
+      share = Op::merge(share, other);
+    }
+    return share;
   }
   using Block = cub::BlockReduce<A, block_threads>;
   __shared__ typename Block::TempStorage scratch;
