@@ -60,7 +60,7 @@ __device__ SOLDER_INLINE void group_sync(int g) {
 // Called by every thread of the group with its share; every thread gets the group's total.
 // A warp folds as a butterfly: each thread merges its value with the one o lanes away, for
 // o = 16, 8, ..., 1, so every thread ends with the total without a broadcast (Op::merge is
-// commutative).
+// commutative, but for the sign of a zero that a double max or min keeps from either side).
 template <class Op, class A>
 __device__ SOLDER_INLINE A group_fold(A share, int g) {
   if (g == warp_threads) {
