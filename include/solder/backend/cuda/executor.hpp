@@ -159,18 +159,23 @@ __device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev) {
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads)
     elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
-  std::uint32_t const first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
-  if (walk != Walk::strided) {
-    std::uint32_t const run = static_cast<std::uint32_t>(n);  // n <= max_run (launch)
-    if (walk != Walk::shared) {
-      write_run<1>(ev, out, run, first, step, walk == Walk::vector);
-    } else if constexpr (repeated_leaf<Ev>) {
+  std::uint32_t const run = static_cast<std::uint32_t>(n);  // n <= max_run (launch)
+  if (walk == Walk::shared) {
+    if constexpr (repeated_leaf<Ev>) {
       Ev shared = ev;
       share_leaves(ev, shared);
-      write_run<1>(shared, out, run, first, step, true);
+      write_run<1>(shared, out, run, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
+                   true);
     }
     return;
   }
+  if (walk != Walk::strided) {
+    write_run<1>(ev, out, run, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
+                 walk == Walk::vector);
+    return;
+  }
+  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t const first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (std::int64_t i = first; i < n; i += step) {
     Index<D> idx;
     unravel_all<D>(i, dom, idx);
