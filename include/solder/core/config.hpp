@@ -14,10 +14,14 @@
 
 // Device code unrolls loops over axes, so array indices become constants and evaluators stay
 // in registers (an array indexed at run time lives in local memory).
+// SOLDER_NO_UNROLL keeps a loop rolled: an unrolled loop over a run-time count costs its trip
+// count, a division, wherever the compiler hoists it (even where the loop is not taken).
 #if defined(__CUDA_ARCH__)
 #define SOLDER_UNROLL _Pragma("unroll")
+#define SOLDER_NO_UNROLL _Pragma("unroll 1")
 #else
 #define SOLDER_UNROLL
+#define SOLDER_NO_UNROLL
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -24,6 +24,11 @@ inline constexpr int warp_threads = 32;
 template <class T>
 inline constexpr int vec_width = sizeof(T) >= 4 ? static_cast<int>(16 / sizeof(T)) : 4;
 
+// The longest run a vector walk takes in one go: its indices are then 32-bit, so an address is
+// one multiply-add from its pointer and a loop counter one register (a multiple of every vector
+// width, so that a later run starts as aligned as the first).
+inline constexpr std::int64_t max_run = std::int64_t(1) << 30;
+
 // f(i) for i = first, first + step, ... below end, U at a time in one basic block, so that their
 // loads are in flight together; in the same order as one at a time. (I: the index type.)
 template <int U, class I, class F>
@@ -100,10 +105,21 @@ __device__ SOLDER_INLINE Published* reuse_table(int g) {
 
 // What linking tells a kernel's reductions (host side, before the launch): the group size,
 // which of them publish or reuse a value, and where the records of shared inputs go.
+// A use whose record holds the whole line never reads the input it wraps, so that input's
+// reductions are not computed for it (softmax's numerator then needs no max: the sum's input
+// has one). Whether a record holds the whole line is known once everything is linked, so the
+// kernel links again (Skip, executor.hpp: launch):
+//   mark  the first time: each use found to be covered skips its input from now on;
+//   keep  again, with those uses skipped: each must still be covered (the others' records take
+//         no more room than before, so they are, unless a use did not fit);
+//   none  if one was not: again, with no use skipped.
 struct GroupLinks : Links {
+  enum class Skip { mark, keep, none };
   int group = block_threads;
   int slots = 0;
   int record_bytes = 0;  // dynamic shared memory per block for records
+  Skip skip = Skip::mark;
+  bool relink = false;  // mark: a use was found covered; keep: a skipped one no longer is
 };
 
 // Records of shared inputs (plan.hpp: shared_input) take at most this much shared memory per
@@ -175,6 +191,15 @@ template <class Ev>
 struct RecallEval : RecordView<Ev, element_of<Ev> const*> {
   using T = element_of<Ev>;
   using RecordView<Ev, T const*>::place, RecordView<Ev, T const*>::rec;
+  bool skip = false;  // the record holds the whole line: ev is not linked, prepared or read
+  template <class I>
+  SOLDER_HD SOLDER_INLINE void prepare(I const& i) {
+    if (!skip) this->ev.prepare(i);
+  }
+  template <int V>
+  SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
+    return skip || this->ev.template vec_aligned<V>();
+  }
   template <Read = Read::plain>
   SOLDER_HD SOLDER_INLINE T line(std::int64_t j) const {
     return j < place.cap ? rec[j] : this->ev.line(j);
@@ -187,7 +212,8 @@ struct RecallEval : RecordView<Ev, element_of<Ev> const*> {
   bool same(RecallEval const& o) const { return this->ev.same(o.ev); }
   void link(GroupLinks& l) {
     place = {};
-    this->ev.link(l);
+    if (l.skip == GroupLinks::Skip::none) skip = false;
+    if (!skip) this->ev.link(l);
     l.add_user({type_key<RecordEval<Ev>>(), this, &attach});
   }
   // Gives the record its room (host side): as much of the line as the budget leaves.
@@ -205,6 +231,9 @@ struct RecallEval : RecordView<Ev, element_of<Ev> const*> {
       l.record_bytes += static_cast<int>(cap * sizeof(T)) * groups;
     }
     me.place = src.place;
+    bool const whole = me.place.cap >= l.line_len;
+    if (l.skip == GroupLinks::Skip::mark && whole) me.skip = l.relink = true;
+    if (me.skip && !whole) l.relink = true;
     return true;
   }
 };
@@ -258,7 +287,9 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       first->publish = first->slot >= 0;
       slot = first->slot;
       reuse = slot >= 0;
-    } else {
+    } else {  // the first use (again, if linked before)
+      slot = -1;
+      publish = reuse = false;
       l.add(id, type_key<ReduceEval>(), this);
       if constexpr (is_record<Child>)
         if (l.is_line(block, count, fdom)) l.add_source(type_key<Child>(), &child);
@@ -271,13 +302,13 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
 #if defined(__CUDA_ARCH__)
     // Every index below is a compile-time constant once the loops unroll, so the evaluator
-    // stays in registers.
+    // stays in registers. With keepdim (D == F) input axis k can only start at output index k.
     Index<F> f{};
     SOLDER_UNROLL
     for (int k = 0; k < F; ++k) {
       SOLDER_UNROLL
       for (int o = 0; o < D; ++o)
-        if (take[k][o]) f[k] += p[o];
+        if ((D != F || o == k) && take[k][o]) f[k] += p[o];
     }
     std::int64_t line = 0;  // which line f starts, for rule 4
     if (reuse || publish) {
@@ -314,14 +345,16 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       child.begin_line(f);
       constexpr int V = vec_width<In>;
       std::int64_t done = 0;
-      if (child.template vec_aligned<V>()) {
-        done = count / V * V;
-        std::int64_t const first = std::int64_t(rank) * V, step = std::int64_t(group) * V;
-        for_steps<steps_in_flight<Child>>(first, done, step, [&](std::int64_t n) {
+      if (count <= max_run && child.template vec_aligned<V>()) {
+        auto const end = static_cast<std::int32_t>(count / V * V);
+        auto const first = static_cast<std::int32_t>(rank * V);
+        auto const step = static_cast<std::int32_t>(group * V);
+        for_steps<steps_in_flight<Child>>(first, end, step, [&](std::int32_t n) {
           auto v = child.template line_vec<V>(n);
           SOLDER_UNROLL
           for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
         });
+        done = end;
       }
       for (std::int64_t n = done + rank; n < count; n += group) acc = Op::step(acc, child.line(n), n);
       return acc;

@@ -39,10 +39,6 @@ SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, In
 // shared: the vector walk, where the inputs of one type all read the same memory (x * x).
 enum class Walk : int { vector, shared, contiguous, strided };
 
-// The longest run one element-wise kernel walks contiguously: its indices are then 32-bit
-// (a multiple of every vector width, so a later run starts as aligned as the first).
-inline constexpr std::int64_t max_run = std::int64_t(1) << 30;
-
 // Stores v at p (aligned for it) as one instruction: a plain store of the struct may be split
 // into one store per value (nvcc did so in lines_kernel: four 4-byte stores for every float4).
 template <class T, int V>
@@ -56,23 +52,25 @@ __device__ SOLDER_INLINE void store_vec(T* p, Vec<T, V> const& v) {
 }
 
 // Writes the run out[0, n) of a contiguous line, this thread taking every step-th value from
-// `first`: vec_width values at a time when `vec` (every input and `out` aligned), then the
-// rest one by one. I: the index type, 32-bit where the run is short enough (an address is then
-// one multiply-add from its pointer, and the loop's counter one register).
-template <int U, class I, class OutT, class Ev>
+// `first`: vec_width values at a time when `vec` (every input and `out` aligned, and n at most
+// max_run), then the rest one by one. J: the vector walk's index type, 32-bit (unsigned gives
+// the element-wise chain's loop fewer instructions; signed gives the row kernels' loops fewer:
+// the compiler then steps their line pointers instead of recomputing each address). I: the
+// index type of the rest, 32-bit where the caller knows the run is short enough.
+template <int U, class J, class I, class OutT, class Ev>
 __device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, I n, I first, I step, bool vec) {
   constexpr int V = vec_width<OutT>;
   I done = 0;
   if (vec) {
-    I const nv = n / V;
-    for_steps<U>(first, nv, step, [&](I i) {
+    auto const nv = static_cast<J>(n / V);
+    for_steps<U>(static_cast<J>(first), nv, static_cast<J>(step), [&](J i) {
       auto v = ev.template line_vec<V>(std::int64_t(i) * V);
       Vec<OutT, V> o;
       SOLDER_UNROLL
       for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
       store_vec(out + std::int64_t(i) * V, o);
     });
-    done = nv * V;
+    done = static_cast<I>(nv * V);
   }
   for (I j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
 }
@@ -164,14 +162,14 @@ __global__ void __launch_bounds__(block_threads)
     if constexpr (repeated_leaf<Ev>) {
       Ev shared = ev;
       share_leaves(ev, shared);
-      write_run<1>(shared, out, run, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
-                   true);
+      write_run<1, std::uint32_t>(shared, out, run, blockIdx.x * blockDim.x + threadIdx.x,
+                                  gridDim.x * blockDim.x, true);
     }
     return;
   }
   if (walk != Walk::strided) {
-    write_run<1>(ev, out, run, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
-                 walk == Walk::vector);
+    write_run<1, std::uint32_t>(ev, out, run, blockIdx.x * blockDim.x + threadIdx.x,
+                                gridDim.x * blockDim.x, walk == Walk::vector);
     return;
   }
   std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
@@ -218,9 +216,10 @@ __global__ void __launch_bounds__(block_threads, 4)
     if (contiguous) {
       ev.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      bool vec = aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
-      write_run<steps_in_flight<Ev>, std::int64_t>(ev, op, len, rank, group, vec);
+      bool vec = len <= max_run && aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
+      write_run<steps_in_flight<Ev>, std::int32_t, std::int64_t>(ev, op, len, rank, group, vec);
     } else {
+      SOLDER_NO_UNROLL  // the kernel's prologue would divide by group for its trip count
       for (std::int64_t j = rank; j < len; j += group) {
         Index<D> k = idx;
         std::int64_t q = j;
@@ -288,11 +287,18 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     // fewer lines would leave most warps idle, so each gets a block.
     DeviceInfo const& d = device_info();
     std::int64_t warps = std::int64_t(d.sm_count) * d.max_threads_per_sm / warp_threads;
+    int const group = outer >= warps / 4 ? warp_threads : block_threads;
     GroupLinks links;
-    links.group = outer >= warps / 4 ? warp_threads : block_threads;
-    if (contiguous) links.set_line(len, dom);
-    ev.link(links);
-    links.resolve();
+    auto link = [&](GroupLinks::Skip skip) {  // true if every use found its record
+      links = GroupLinks{};
+      links.group = group;
+      links.skip = skip;
+      if (contiguous) links.set_line(len, dom);
+      ev.link(links);
+      return links.resolve();
+    };
+    link(GroupLinks::Skip::mark);
+    if (links.relink && (!link(GroupLinks::Skip::keep) || links.relink)) link(GroupLinks::Skip::none);
     std::int64_t per_block = block_threads / links.group;
     std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
                                                  std::int64_t(d.sm_count) * 16);
