@@ -35,12 +35,30 @@ def cuobjdump():
     sys.exit("chain_sass.py: no cuobjdump (pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP)")
 
 
-def chain_kernel(sass):
+def example_sass(arch, include):
+    """The SASS of examples/cuda_chain.cu's device code for sm_<arch>, as one text."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = pathlib.Path(tmp) / "chain.cubin"
+        subprocess.run(["nvcc", "-std=c++20", "--expt-relaxed-constexpr", "-fmad=false", "-O2",
+                        f"-I{include}", "-Xcompiler=-fopenmp", "-cubin", "-gencode",
+                        f"arch=compute_{arch},code=sm_{arch}",
+                        str(ROOT / "examples" / "cuda_chain.cu"), "-o", str(cubin)], check=True)
+        return subprocess.run([cuobjdump(), "-sass", str(cubin)], check=True,
+                              capture_output=True, text=True).stdout
+
+
+def kernels(sass):
+    """Each kernel of a SASS listing: (mangled name, [(address, instruction)])."""
     for body in re.split(r"\n\s*Function : ", sass)[1:]:
-        name = body.split("\n", 1)[0]
+        yield (body.split("\n", 1)[0],
+               [(int(a, 16), op.strip())
+                for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", body)])
+
+
+def chain_kernel(sass):
+    for name, code in kernels(sass):
         if "elementwise_kernel" in name and "4Tanh" in name and "7Sigmoid" in name:
-            return [(int(a, 16), op.strip())
-                    for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", body)]
+            return code
     sys.exit("chain_sass.py: the fused chain's kernel is not in the cubin")
 
 
@@ -49,14 +67,7 @@ def main():
     ap.add_argument("--arch", default="90")
     ap.add_argument("--include", default=str(ROOT / "include"))
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = pathlib.Path(tmp) / "chain.cubin"
-        subprocess.run(["nvcc", "-std=c++20", "--expt-relaxed-constexpr", "-fmad=false", "-O2",
-                        f"-I{args.include}", "-Xcompiler=-fopenmp", "-cubin", "-gencode",
-                        f"arch=compute_{args.arch},code=sm_{args.arch}",
-                        str(ROOT / "examples" / "cuda_chain.cu"), "-o", str(cubin)], check=True)
-        sass = subprocess.run([cuobjdump(), "-sass", str(cubin)], check=True,
-                              capture_output=True, text=True).stdout
+    sass = example_sass(args.arch, args.include)
     code = chain_kernel(sass)
     stores = [a for a, op in code if "STG.E.128" in op]
     if not stores:
