@@ -83,3 +83,28 @@ TEST_CASE("row kernels: device against host", "[gpu][rows]") {
     close(wide, sd::eval(sd::softmax(x, 1)), tol);
   }
 }
+
+// A use whose record holds its whole row skips the input it wraps, and the kernel links again
+// without it (GroupLinks::Skip): softmax used three times in one kernel (one record, three
+// uses), softmax next to log_softmax (their max and sum shared under rule 4), and softmax of a
+// softmax (records nested in records). Rows of 1024 are held whole by a block's and by a
+// warp's room; a warp's room holds only the inner one of the nested records, so that kernel
+// links a third time, with no use skipped. 10007 and 2048 columns are past the room.
+TEST_CASE("row kernels: uses of a record that holds the whole row", "[gpu][rows]") {
+  std::pair<std::int64_t, std::int64_t> const shapes[] = {
+      {65, 1024}, {65, 10007}, {6000, 1024}, {6000, 2048}};
+  for (auto [rows, cols] : shapes) {
+    INFO("rows " << rows << ", cols " << cols);
+    auto x = sd::randn<float>(sd::shape(rows, cols));
+    auto d = x.to<sd::Cuda>();
+    auto thrice = [](auto const& t) {
+      auto s = sd::softmax(t, 1);
+      return s * s + s;
+    };
+    close(sd::eval(thrice(d)), sd::eval(thrice(x)), 1e-5);
+    close(sd::eval(sd::softmax(d, 1) - sd::log_softmax(d, 1)),
+          sd::eval(sd::softmax(x, 1) - sd::log_softmax(x, 1)), 1e-5);
+    close(sd::eval(sd::softmax(sd::softmax(d, 1), 1)), sd::eval(sd::softmax(sd::softmax(x, 1), 1)),
+          1e-5);
+  }
+}
