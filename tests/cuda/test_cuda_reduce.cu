@@ -108,3 +108,19 @@ TEST_CASE("row kernels: uses of a record that holds the whole row", "[gpu][rows]
           1e-5);
   }
 }
+
+// A fold whose input reads two tensors of one type loads each (d * e); where they are one
+// tensor it loads it once (d * d, and the variance's (x - mean)^2 above).
+TEST_CASE("folds over two inputs of one type: two tensors, or one read twice", "[gpu][rows]") {
+  for (std::int64_t rows : {65, 6000}) {
+    INFO("rows " << rows);
+    auto x = sd::randn<float>(sd::shape(rows, 1024));
+    auto y = sd::randn<float>(sd::shape(rows, 1024));
+    auto d = x.to<sd::Cuda>();
+    auto e = y.to<sd::Cuda>();
+    auto both = [](auto const& a, auto const& b) {
+      return sd::sum(a * b, 1, sd::keepdim) + sd::sum(a * a, 1, sd::keepdim);
+    };
+    close(sd::eval(both(d, e)), sd::eval(both(x, y)), 1e-5);
+  }
+}

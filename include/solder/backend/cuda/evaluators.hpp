@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "../eval.hpp"
 
@@ -257,6 +259,78 @@ inline constexpr int line_loads<RecallEval<Ev>> = line_loads<Ev>;
 template <class Ev>
 inline constexpr int steps_in_flight = std::min(4, std::max(1, 8 / std::max(1, line_loads<Ev>)));
 
+// The inputs an evaluator's own loop reads (not those of a fused reduction), in order, as a
+// tuple type.
+template <class Ev>
+struct leaves_of {
+  using type = std::tuple<>;
+};
+template <class T, int D>
+struct leaves_of<LeafEval<T, D>> {
+  using type = std::tuple<LeafEval<T, D>>;
+};
+template <class Op, class C, int D, class... E>
+struct leaves_of<MapEval<Op, C, D, E...>> {
+  using type = decltype(std::tuple_cat(std::declval<typename leaves_of<E>::type>()...));
+};
+template <class Leaves>
+struct has_repeats;
+template <class... L>
+struct has_repeats<std::tuple<L...>> {
+  template <class X>
+  static constexpr int count = (0 + ... + int(std::is_same_v<X, L>));
+  static constexpr bool value = (false || ... || (count<L> > 1));
+};
+// Whether two inputs have one type, and so may be one tensor read twice (x * x, the variance's
+// (x - mean) * (x - mean)).
+template <class Ev>
+inline constexpr bool repeated_leaf = has_repeats<typename leaves_of<Ev>::type>::value;
+
+// Whether every two inputs of one type are one tensor seen the same way, and so read the same
+// memory on every line (host side).
+template <class Ev>
+bool leaves_shared(Ev& ev) {
+  bool all = true;
+  ev.for_each_leaf([&](auto const& a) {
+    ev.for_each_leaf([&](auto const& b) {
+      if constexpr (std::is_same_v<decltype(a), decltype(b)>) all = all && a.same(b);
+    });
+  });
+  return all;
+}
+
+// Copies the first input of type L in ev into `first`; false if there is none.
+template <class L, class Ev>
+__device__ SOLDER_INLINE bool first_leaf(Ev const& ev, L& first);
+template <class L, class Ev, std::size_t... I>
+__device__ SOLDER_INLINE bool first_leaf_in(Ev const& ev, L& first, std::index_sequence<I...>) {
+  return (false || ... || first_leaf<L>(std::get<I>(ev.c), first));
+}
+template <class L, class Ev>
+__device__ SOLDER_INLINE bool first_leaf(Ev const& ev, L& first) {
+  if constexpr (std::is_same_v<Ev, L>) {
+    first = ev;
+    return true;
+  } else if constexpr (requires { typename Ev::Seq; }) {
+    return first_leaf_in<L>(ev, first, typename Ev::Seq{});
+  } else {
+    return false;
+  }
+}
+// Makes every input of ev (a copy of root) the first input of its type in root: where they read
+// the same memory anyway (leaves_shared), the compiler then loads each value once.
+template <class Root, class Ev>
+__device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev);
+template <class Root, class Ev, std::size_t... I>
+__device__ SOLDER_INLINE void share_leaves_in(Root const& root, Ev& ev, std::index_sequence<I...>) {
+  (share_leaves(root, std::get<I>(ev.c)), ...);
+}
+template <class Root, class Ev>
+__device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev) {
+  if constexpr (requires { typename Ev::Seq; }) share_leaves_in(root, ev, typename Ev::Seq{});
+  else if constexpr (requires { ev.lp; }) first_leaf(root, ev);
+}
+
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   using Setup = ReduceSetup<Child, D, F, NA>;
@@ -274,6 +348,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   int group = block_threads;  // threads per line
   int slot = -1;              // rule 4: where this reduction's value is published or read
   bool publish = false, reuse = false;
+  bool shared = false;  // the child's inputs of one type are one tensor (leaves_shared)
   R value{};
 
   void derive() {
@@ -294,9 +369,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       if constexpr (is_record<Child>)
         if (l.is_line(block, count, fdom)) l.add_source(type_key<Child>(), &child);
     }
+    if constexpr (repeated_leaf<Child>) shared = leaves_shared(child);
     child.link(l);
   }
   bool same(ReduceEval const& o) const { return id == o.id; }
+  template <class Fn>
+  void for_each_leaf(Fn&&) {}  // its inputs are read by its own fold
 
   // Every thread of the group calls this for the same line p (the folds synchronize it).
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
@@ -349,11 +427,24 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         auto const end = static_cast<std::int32_t>(count / V * V);
         auto const first = static_cast<std::int32_t>(rank * V);
         auto const step = static_cast<std::int32_t>(group * V);
-        for_steps<steps_in_flight<Child>>(first, end, step, [&](std::int32_t n) {
-          auto v = child.template line_vec<V>(n);
-          SOLDER_UNROLL
-          for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
-        });
+        auto fold = [&](Child const& c) {
+          for_steps<steps_in_flight<Child>>(first, end, step, [&](std::int32_t n) {
+            auto v = c.template line_vec<V>(n);
+            SOLDER_UNROLL
+            for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
+          });
+        };
+        if constexpr (repeated_leaf<Child>) {
+          if (shared) {  // one load where the variance reads x twice
+            Child c = child;
+            share_leaves(child, c);
+            fold(c);
+          } else {
+            fold(child);
+          }
+        } else {
+          fold(child);
+        }
         done = end;
       }
       for (std::int64_t n = done + rank; n < count; n += group) acc = Op::step(acc, child.line(n), n);

@@ -19,8 +19,6 @@
 
 #include <algorithm>
 #include <cub/device/device_reduce.cuh>
-#include <tuple>
-#include <utility>
 
 #include "evaluators.hpp"
 #include "runtime.hpp"
@@ -84,75 +82,6 @@ template <class T, int D>
 inline constexpr bool elementwise_eval<ScalarEval<T, D>> = true;
 template <class Op, class C, int D, class... E>
 inline constexpr bool elementwise_eval<MapEval<Op, C, D, E...>> = (true && ... && elementwise_eval<E>);
-
-// The inputs of an element-wise evaluator, in order, as a tuple type.
-template <class Ev>
-struct leaves_of {
-  using type = std::tuple<>;
-};
-template <class T, int D>
-struct leaves_of<LeafEval<T, D>> {
-  using type = std::tuple<LeafEval<T, D>>;
-};
-template <class Op, class C, int D, class... E>
-struct leaves_of<MapEval<Op, C, D, E...>> {
-  using type = decltype(std::tuple_cat(std::declval<typename leaves_of<E>::type>()...));
-};
-template <class Leaves>
-struct has_repeats;
-template <class... L>
-struct has_repeats<std::tuple<L...>> {
-  template <class X>
-  static constexpr int count = (0 + ... + int(std::is_same_v<X, L>));
-  static constexpr bool value = (false || ... || (count<L> > 1));
-};
-// Whether two inputs have one type, and so may be one tensor read twice (x * x).
-template <class Ev>
-inline constexpr bool repeated_leaf = has_repeats<typename leaves_of<Ev>::type>::value;
-
-// Whether every two inputs of one type read the same memory (host side, after begin_line).
-template <class Ev>
-bool leaves_shared(Ev& ev) {
-  bool all = true;
-  ev.for_each_leaf([&](auto const& a) {
-    ev.for_each_leaf([&](auto const& b) {
-      if constexpr (std::is_same_v<decltype(a), decltype(b)>) all = all && a.lp == b.lp;
-    });
-  });
-  return all;
-}
-
-// Copies the first input of type L in ev into `first`; false if there is none.
-template <class L, class Ev>
-__device__ SOLDER_INLINE bool first_leaf(Ev const& ev, L& first);
-template <class L, class Ev, std::size_t... I>
-__device__ SOLDER_INLINE bool first_leaf_in(Ev const& ev, L& first, std::index_sequence<I...>) {
-  return (false || ... || first_leaf<L>(std::get<I>(ev.c), first));
-}
-template <class L, class Ev>
-__device__ SOLDER_INLINE bool first_leaf(Ev const& ev, L& first) {
-  if constexpr (std::is_same_v<Ev, L>) {
-    first = ev;
-    return true;
-  } else if constexpr (requires { typename Ev::Seq; }) {
-    return first_leaf_in<L>(ev, first, typename Ev::Seq{});
-  } else {
-    return false;
-  }
-}
-// Makes every input of ev (a copy of root) the first input of its type in root: for Walk::shared,
-// where they read the same memory anyway, the compiler then loads each value once.
-template <class Root, class Ev>
-__device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev);
-template <class Root, class Ev, std::size_t... I>
-__device__ SOLDER_INLINE void share_leaves_in(Root const& root, Ev& ev, std::index_sequence<I...>) {
-  (share_leaves(root, std::get<I>(ev.c)), ...);
-}
-template <class Root, class Ev>
-__device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev) {
-  if constexpr (requires { typename Ev::Seq; }) share_leaves_in(root, ev, typename Ev::Seq{});
-  else if constexpr (requires { ev.lp; }) first_leaf(root, ev);
-}
 
 template <class OutT, int D, class Ev>
 __global__ void __launch_bounds__(block_threads)
