@@ -111,10 +111,10 @@ __device__ SOLDER_INLINE Published* reuse_table(int g) {
 // reductions are not computed for it (softmax's numerator then needs no max: the sum's input
 // has one). Whether a record holds the whole line is known once everything is linked, so the
 // kernel links again (Skip, executor.hpp: launch):
-//   mark  the first time: each use found to be covered skips its input from now on;
-//   keep  again, with those uses skipped: each must still be covered (the others' records take
-//         no more room than before, so they are, unless a use did not fit);
-//   none  if one was not: again, with no use skipped.
+//   mark  the first time: each use whose record holds the whole line skips its input from now on;
+//   keep  again, with those uses skipped: every use must find its record and each skipped one
+//         still the whole line (records are placed in the same order, and no more of them);
+//   none  if not: again, with no use skipped (as before there were skips).
 struct GroupLinks : Links {
   enum class Skip { mark, keep, none };
   int group = block_threads;
