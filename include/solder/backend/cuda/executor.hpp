@@ -3,7 +3,7 @@
 //   elementwise_kernel  no fused reduction: a grid-stride loop over the output, vector loads and
 //                       stores (16 bytes of 4- and 8-byte types, 4 values of smaller ones) when
 //                       every input and the output are contiguous and aligned (one load per
-//                       value where the inputs of one type all read the same memory: x * x),
+//                       value where the inputs of one type are all one tensor: x * x),
 //                       scalar contiguous loads otherwise, or the general strided/broadcast walk;
 //   lines_kernel        fused reductions: one group of threads per line (softmax's row, a
 //                       reduction's output), a warp when there are many lines, else the block;
@@ -34,7 +34,7 @@ SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, In
   }
 }
 
-// shared: the vector walk, where the inputs of one type all read the same memory (x * x).
+// shared: the vector walk, where the inputs of one type are all one tensor (x * x).
 enum class Walk : int { vector, shared, contiguous, strided };
 
 // Stores v at p (aligned for it) as one instruction: a plain store of the struct may be split
