@@ -330,6 +330,13 @@ __device__ SOLDER_INLINE void share_leaves(Root const& root, Ev& ev) {
   if constexpr (requires { typename Ev::Seq; }) share_leaves_in(root, ev, typename Ev::Seq{});
   else if constexpr (requires { ev.lp; }) first_leaf(root, ev);
 }
+// A copy of ev whose inputs of each type are all its first one (where leaves_shared(ev)).
+template <class Ev>
+__device__ SOLDER_INLINE Ev sharing_leaves(Ev const& ev) {
+  Ev c = ev;
+  share_leaves(ev, c);
+  return c;
+}
 
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
@@ -354,6 +361,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   void derive() {
     for (int k = 0; k < F; ++k)
       for (int o = 0; o < D; ++o) take[k][o] = src[k] == o && out[o] != 1;
+    if constexpr (repeated_leaf<Child>) shared = leaves_shared(child);
   }
   void link(GroupLinks& l) {
     group = l.group;
@@ -369,7 +377,6 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       if constexpr (is_record<Child>)
         if (l.is_line(block, count, fdom)) l.add_source(type_key<Child>(), &child);
     }
-    if constexpr (repeated_leaf<Child>) shared = leaves_shared(child);
     child.link(l);
   }
   bool same(ReduceEval const& o) const { return id == o.id; }
@@ -435,13 +442,8 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
           });
         };
         if constexpr (repeated_leaf<Child>) {
-          if (shared) {  // one load where the variance reads x twice
-            Child c = child;
-            share_leaves(child, c);
-            fold(c);
-          } else {
-            fold(child);
-          }
+          if (shared) fold(sharing_leaves(child));  // one load where the variance reads x twice
+          else fold(child);
         } else {
           fold(child);
         }

@@ -88,12 +88,10 @@ __global__ void __launch_bounds__(block_threads)
     elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
   std::uint32_t const run = static_cast<std::uint32_t>(n);  // n <= max_run (launch)
   if (walk == Walk::shared) {
-    if constexpr (repeated_leaf<Ev>) {
-      Ev shared = ev;
-      share_leaves(ev, shared);
-      write_run<1, std::uint32_t>(shared, out, run, blockIdx.x * blockDim.x + threadIdx.x,
-                                  gridDim.x * blockDim.x, true);
-    }
+    if constexpr (repeated_leaf<Ev>)
+      write_run<1, std::uint32_t>(sharing_leaves(ev), out, run,
+                                  blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
+                                  true);
     return;
   }
   if (walk != Walk::strided) {
@@ -227,7 +225,8 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
       return links.resolve();
     };
     link(GroupLinks::Skip::mark);
-    if (links.relink && (!link(GroupLinks::Skip::keep) || links.relink)) link(GroupLinks::Skip::none);
+    if (links.relink && (!link(GroupLinks::Skip::keep) || links.relink))
+      link(GroupLinks::Skip::none);
     std::int64_t per_block = block_threads / links.group;
     std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
                                                  std::int64_t(d.sm_count) * 16);
