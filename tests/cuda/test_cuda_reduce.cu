@@ -37,6 +37,33 @@ TEST_CASE("reductions: device against host", "[gpu][reduce]") {
   same_bits(sd::eval(sd::sum(ints.template to<sd::Cuda>(), 1)), sd::eval(sd::sum(ints, 1)));
 }
 
+// Reductions over several dims of a 3-D input: the fold walks its line by index, dividing
+// for every reduced dim but the outermost, which takes what is left.
+TEST_CASE("reductions over leading, middle and several dims", "[gpu][reduce]") {
+  auto x = sd::rand<float>(sd::shape(17, 33, 65), -1.f, 1.f);
+  auto d = x.to<sd::Cuda>();
+  close(sd::eval(sd::sum(d, {0, 2})), sd::eval(sd::sum(x, {0, 2})), 1e-5);
+  close(sd::eval(sd::sum(d, {0, 1})), sd::eval(sd::sum(x, {0, 1})), 1e-5);
+  close(sd::eval(sd::mean(d, 1)), sd::eval(sd::mean(x, 1)), 1e-5);
+  same_bits(sd::eval(sd::max(d, {1, 2}, sd::keepdim)), sd::eval(sd::max(x, {1, 2}, sd::keepdim)));
+}
+
+// One value from a long input: each reduction runs device-wide, a nested one (the mean in
+// var) first, as a kernel of its own, whose result the outer one's input reads.
+TEST_CASE("one value from a long input: device-wide reductions", "[gpu][reduce]") {
+  auto v = sd::rand<float>(sd::shape((1 << 20) + 3), 0.f, 1.f);
+  auto x = sd::randn<float>(sd::shape(1031, 1029));
+  auto vd = v.to<sd::Cuda>();
+  auto d = x.to<sd::Cuda>();
+  close(sd::eval(sd::var(vd, 0)), sd::eval(sd::var(v, 0)), 1e-5);
+  CHECK_THAT(sd::explain(sd::var(vd, 0)), Catch::Contains("runs device-wide"));
+  CHECK_THAT(sd::explain(sd::var(v, 0)), !Catch::Contains("device-wide"));
+  close(sd::eval(sd::sqrt(sd::mean(d * d))), sd::eval(sd::sqrt(sd::mean(x * x))), 1e-5);
+  close(sd::eval(sd::sum(d) / 7.f + sd::max(d)), sd::eval(sd::sum(x) / 7.f + sd::max(x)), 1e-3);
+  auto shifted = [](auto const& t) { return sd::sum(sd::exp(t - sd::max(t, {0, 1}, sd::keepdim))); };
+  close(sd::eval(shifted(d)), sd::eval(shifted(x)), 1e-4);
+}
+
 TEST_CASE("reductions and rows in double", "[gpu][reduce][rows]") {
   auto x = sd::randn<double>(sd::shape(129, 1031));
   auto d = x.to<sd::Cuda>();

@@ -142,10 +142,14 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   RunTimeBreak split = RunTimeBreak::none;
   Lines<D> lines = plan_lines<D, false>(n, n.shape(), split);
   bool agree = split == RunTimeBreak::none;
-  k.split_reason = split == RunTimeBreak::disagree
-                       ? "the kernel's reductions are broadcast along different dims for these shapes"
-                       : "the kernel's reductions fold leading dims: on their own they read rows, "
-                         "not strided columns";
+  k.split_reason =
+      split == RunTimeBreak::disagree
+          ? "the kernel's reductions are broadcast along different dims for these shapes"
+      : split == RunTimeBreak::leading_dims
+          ? "the kernel's reductions fold leading dims: on their own they read rows, not "
+            "strided columns"
+          : "the kernel's one value folds a long input: on the GPU each reduction runs "
+            "device-wide";
   k.expr = agree ? describe_node<D, false, false>(n, x, k, cl).first
                  : describe_node<D, false, true>(n, x, k, cl).first;
   k.shape = shape_string<D>(n.shape());

@@ -233,7 +233,14 @@ enum class RunTimeBreak {
   // var(x, 0)): fused, each of its outputs would walk its column with a stride, one at a
   // time; on its own it is a column reduction, and what reads it walks rows.
   leading_dims,
+  // on the GPU, a kernel of one value folds a long input (a full sum, the var of a vector,
+  // sqrt(mean(x * x))): its one line would be folded by one block, so each reduction runs
+  // device-wide instead.
+  device_wide,
 };
+
+// The shortest input the GPU folds device-wide when a kernel computes one value from it.
+inline constexpr std::int64_t device_wide_min = 1 << 16;
 
 // The lines of a kernel: every axis along which a fused reduction is broadcast. Each fused
 // reduction must have extent 1 on all of them, or its value would vary inside a line. `split`
@@ -258,6 +265,11 @@ Lines<D> plan_lines(N const& root, Index<D> const& domain, RunTimeBreak& split) 
   split = !agree ? RunTimeBreak::disagree
           : leading ? RunTimeBreak::leading_dims
                     : RunTimeBreak::none;
+  if constexpr (!InReduce && std::is_same_v<typename N::device_type, Cuda>) {
+    std::int64_t longest = 0;
+    for_each_fused_reduce<D, false>(root, [&](auto const& r) { longest = std::max(longest, r.count); });
+    if (numel_of<D>(domain) == 1 && longest >= device_wide_min) split = RunTimeBreak::device_wide;
+  }
   return lines;
 }
 

@@ -341,7 +341,8 @@ __device__ SOLDER_INLINE Ev sharing_leaves(Ev const& ev) {
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   using Setup = ReduceSetup<Child, D, F, NA>;
-  using Setup::child, Setup::fdom, Setup::src, Setup::out, Setup::count, Setup::block, Setup::id;
+  using Setup::child, Setup::fdom, Setup::src, Setup::axes, Setup::out, Setup::count, Setup::block,
+      Setup::id;
   using In = element_of<Child>;
   using A = typename Op::template acc<In>;
   // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is
@@ -458,8 +459,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       SOLDER_UNROLL
       for (int k = F - 1; k >= 0; --k) {
         if (src[k] >= 0) continue;  // not a reduced axis
-        g[k] = r % fdom[k];
-        r /= fdom[k];
+        if (k == axes[0]) {  // the outermost one (axes are sorted): what is left of n, no division
+          g[k] = r;
+        } else {
+          g[k] = r % fdom[k];
+          r /= fdom[k];
+        }
       }
       acc = Op::step(acc, child.at(g), n);
     }

@@ -25,13 +25,15 @@
 
 namespace solder::detail::cuda {
 
+// The index of element i (below the domain's size) of a row-major walk over dom.
 template <int D>
 SOLDER_HD SOLDER_INLINE void unravel_all(std::int64_t i, Index<D> const& dom, Index<D>& idx) {
   SOLDER_UNROLL
-  for (int a = D - 1; a >= 0; --a) {
+  for (int a = D - 1; a > 0; --a) {
     idx[a] = i % dom[a];
     i /= dom[a];
   }
+  if constexpr (D > 0) idx[0] = i;  // what is left: below dom[0], no division
 }
 
 // shared: the vector walk, where the inputs of one type are all one tensor (x * x).
@@ -257,15 +259,16 @@ __global__ void finalize_kernel(A const* acc, OutT* out, std::int64_t count) {
   *out = static_cast<OutT>(Op::finalize(*acc, count));
 }
 
-// A reduction of everything into one value, with no reduction fused inside its input: CUB's
-// device-wide reduce over the fused input (deterministic for a given device).
+// A reduction of everything into one value: CUB's device-wide reduce over the fused input
+// (deterministic for a given device). Split: a reduction nested in the input (a full var's
+// mean) runs first, as a kernel of its own (a run-time break), and the input reads its result.
 // (Op is deduced and A read from the evaluator, not from the node's member aliases: see
 // element_of in backend/eval.hpp.)
-template <class OutTensor, class Op, class C, int NA, bool K>
+template <bool Split, class OutTensor, class Op, class C, int NA, bool K>
 void device_reduce(OutTensor& out, Reduce<Op, C, NA, K> const& root, Temps& temps) {
   constexpr int F = C::rank;
   Index<F> const& fdom = root.child.shape();
-  auto child = make_eval<F, true, false>(root.child, fdom, temps);
+  auto child = make_eval<F, true, Split>(root.child, fdom, temps);
   using A = typename Op::template acc<element_of<decltype(child)>>;
   bool contiguous = child.contiguous(0, fdom);
   child.begin_line(Index<F>{});
@@ -282,16 +285,6 @@ void device_reduce(OutTensor& out, Reduce<Op, C, NA, K> const& root, Temps& temp
   finalize_kernel<Op, A><<<1, 1, 0, s>>>(acc.get(), out.data(), root.count);
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
-
-// Whether any reduction is fused into N's input (then a block must prepare it per line).
-template <class N>
-bool has_fused_reduce(N const& n) {
-  bool any = false;
-  for_each_fused_reduce<decltype(n.child)::rank, true>(n.child, [&](auto const&) { any = true; });
-  return any;
-}
-
-inline constexpr std::int64_t device_reduce_min = 1 << 16;  // below, one block is enough
 
 template <class T, class F>
 __global__ void __launch_bounds__(block_threads) fill_kernel(T* p, std::int64_t n, F f) {
@@ -316,6 +309,13 @@ void run_kernel(OutTensor& out, N const& root) {
   RunTimeBreak split = RunTimeBreak::none;
   Lines<D> lines = plan_lines<D, false>(root, dom, split);
   Temps temps;  // breaks' storage: freed in stream order after this kernel
+  if constexpr (is_reduce<N>::value) {
+    if (split == RunTimeBreak::device_wide) {  // CUB, after the reductions nested in its input
+      using C = decltype(root.child);
+      device_reduce<has_fused_reduce<C, C::rank, true>()>(out, root, temps);
+      return;
+    }
+  }
   if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
     if constexpr (is_reduce<N>::value) {
       auto ev = make_reduce_eval<D, true>(root, temps);
@@ -325,12 +325,6 @@ void run_kernel(OutTensor& out, N const& root) {
       launch(out, ev, Lines<D>{});
     }
     return;
-  }
-  if constexpr (is_reduce<N>::value) {
-    if (numel_of<D>(dom) == 1 && root.count >= device_reduce_min && !has_fused_reduce(root)) {
-      device_reduce(out, root, temps);
-      return;
-    }
   }
   auto ev = make_eval<D, false, false, N>(root, dom, temps);
   launch(out, ev, lines);
