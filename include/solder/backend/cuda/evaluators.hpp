@@ -353,6 +353,9 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   // these with constant indices (an index read from src[] would make the compiler keep the
   // arrays in local memory).
   std::array<std::array<bool, D>, F> take{};
+  // outermost[k]: k is the outermost reduced axis, whose index in a walk of the line is what
+  // is left of the step number (a flag per axis, for the same reason).
+  std::array<bool, F> outermost{};
   int group = block_threads;  // threads per line
   int slot = -1;              // rule 4: where this reduction's value is published or read
   bool publish = false, reuse = false;
@@ -362,6 +365,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   void derive() {
     for (int k = 0; k < F; ++k)
       for (int o = 0; o < D; ++o) take[k][o] = src[k] == o && out[o] != 1;
+    outermost[axes[0]] = true;  // axes are sorted
     if constexpr (repeated_leaf<Child>) shared = leaves_shared(child);
   }
   void link(GroupLinks& l) {
@@ -459,7 +463,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       SOLDER_UNROLL
       for (int k = F - 1; k >= 0; --k) {
         if (src[k] >= 0) continue;  // not a reduced axis
-        if (k == axes[0]) {  // the outermost one (axes are sorted): what is left of n, no division
+        if (outermost[k]) {  // what is left of n: no division
           g[k] = r;
         } else {
           g[k] = r % fdom[k];
