@@ -2,7 +2,10 @@
 // bench_elementwise on 16M floats fused against eager and against a device-to-device copy of the
 // same bytes (the bandwidth limit); softmax and layer_norm over rows of [4096, 1024] (16 MiB,
 // which stays in an H100's L2 cache between calls) and of [16384, 1024] (the chain's bytes, read
-// from HBM) against a copy of their bytes. Kernels are timed with CUDA events (manual time).
+// from HBM) against a copy of their bytes; for information, two statistics that read their
+// input once: var(m, 0) of [16384, 1024] (batch norm's, reductions over the leading dim) and
+// the root mean square of the 16M floats (device-wide). Kernels are timed with CUDA events
+// (manual time).
 // Needs a GPU: without one it prints "skipped: no CUDA device: ..." and exits 0.
 #include <solder/solder.hpp>
 
@@ -37,6 +40,7 @@ struct Data {
   Rows few{rows}, many{many_rows};
   sd::Tensor<float, 1, sd::Cuda> gamma = sd::rand<float, sd::Cuda>(sd::shape(cols));
   sd::Tensor<float, 1, sd::Cuda> beta = sd::rand<float, sd::Cuda>(sd::shape(cols));
+  sd::Tensor<float, 1, sd::Cuda> stats{cols}, one{1};
 };
 Data& data() {
   static Data d;
@@ -98,6 +102,13 @@ void BM_layer_norm(benchmark::State& s) {
   Rows& r = rows_of<Many>();
   timed(s, r.bytes(), [&r] { r.out = sd::layer_norm(r.m, data().gamma, data().beta); });
 }
+void BM_column_var(benchmark::State& s) {
+  Rows& r = data().many;
+  timed(s, r.bytes() / 2, [&r] { data().stats = sd::var(r.m, 0); });
+}
+void BM_root_mean_square(benchmark::State& s) {
+  timed(s, chain_bytes / 2, [] { data().one = sd::sqrt(sd::mean(data().x * data().x, {0}, sd::keepdim)); });
+}
 template <bool Many>
 void BM_rows_copy(benchmark::State& s) {
   Rows& r = rows_of<Many>();
@@ -116,6 +127,8 @@ BENCHMARK(BM_rows_copy<false>)->Name("BM_rows_copy")->Apply([](auto* b) { config
 BENCHMARK(BM_softmax<true>)->Name("BM_softmax_16k")->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_layer_norm<true>)->Name("BM_layer_norm_16k")->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_rows_copy<true>)->Name("BM_rows_copy_16k")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_column_var)->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_root_mean_square)->Apply([](auto* b) { configure(b); });
 
 // The GPU's results against the host's, before any timing.
 void check() {
@@ -132,6 +145,12 @@ void check() {
   r.out = sd::layer_norm(r.m, d.gamma, d.beta);
   sd::Tensor<float, 2> norm = sd::layer_norm(m, d.gamma.to<sd::Host>(), d.beta.to<sd::Host>());
   sb::check_close("layer_norm: device vs host", sd::to_vector(r.out).data(), norm.data(), rows * cols, 1e-5, 1e-5);
+  d.stats = sd::var(d.many.m, 0);
+  sd::Tensor<float, 1> var = sd::var(d.many.m.to<sd::Host>(), 0);
+  sb::check_close("var(m, 0): device vs host", sd::to_vector(d.stats).data(), var.data(), cols, 1e-5, 1e-5);
+  d.one = sd::sqrt(sd::mean(d.x * d.x, {0}, sd::keepdim));
+  sd::Tensor<float, 1> rms = sd::sqrt(sd::mean(x * x, {0}, sd::keepdim));
+  sb::check_close("root mean square: device vs host", sd::to_vector(d.one).data(), rms.data(), 1, 1e-5, 1e-5);
 }
 
 }  // namespace
@@ -161,5 +180,10 @@ int main(int argc, char** argv) {
                       "BM_softmax_16k", 0.8);
   sb::report_fraction(rep, "layer_norm [16384, 1024] vs device copy", "BM_rows_copy_16k",
                       "BM_layer_norm_16k", 0.8);
+  // Information: statistics read each byte once, so half a copy's time is their limit.
+  sb::report_fraction(rep, "var(m, 0) of [16384, 1024] vs half a device copy", "BM_rows_copy_16k",
+                      "BM_column_var", 0, 0.5);
+  sb::report_fraction(rep, "root mean square of 16M floats vs half a device copy", "BM_chain_copy",
+                      "BM_root_mean_square", 0, 0.5);
   return 0;
 }

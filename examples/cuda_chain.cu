@@ -1,7 +1,8 @@
-// The element-wise chain and two row ops on the GPU: the same expressions as on the CPU, built by
-// nvcc into one __global__ kernel each. Times fused against eager (one kernel and one temporary
-// per op) and against a device-to-device copy of the same bytes (the bandwidth limit), and checks
-// the GPU's results against the host's. Needs a GPU; without one it says so and exits 1.
+// The element-wise chain, two row ops and two kinds of statistics on the GPU: the same
+// expressions as on the CPU, built by nvcc into one __global__ kernel each. Times fused against
+// eager (one kernel and one temporary per op) and against a device-to-device copy of the same
+// bytes (the bandwidth limit), and checks the GPU's results against the host's. Needs a GPU;
+// without one it says so and exits 1.
 // tests/cuda/check_kernels.cmake reads what ptxas reports for this file.
 #include <solder/solder.hpp>
 
@@ -78,6 +79,21 @@ int main() {
                 "copy), copy %.3f ms; max |gpu - host| = %g, %g\n",
                 static_cast<long long>(rows), static_cast<long long>(cols), soft, mroof / soft, norm,
                 mroof / norm, mroof, soft_err, norm_err);
+
+    // Statistics: batch norm's, per column (reductions over the leading dim), and one value of
+    // all of x (device-wide). A copy moves each byte twice, these read it once: half the copy's
+    // time is their limit.
+    sd::Tensor<float, 1, sd::Cuda> stats(sd::shape(cols)), one(sd::shape(1));
+    float columns = time_ms(runs, [&] { stats = sd::var(m, 0); });
+    float whole = time_ms(runs, [&] { one = sd::sqrt(sd::mean(x * x, {0}, sd::keepdim)); });
+    float col_err = max_diff(stats, sd::var(mh, 0));
+    float whole_err = max_diff(one, sd::sqrt(sd::mean(x.to<sd::Host>() * x.to<sd::Host>(), {0}, sd::keepdim)));
+    std::printf("statistics: var(m, 0) of [%lld, %lld] %.3f ms (%.2f of half a copy), "
+                "root mean square of %lld floats %.3f ms (%.2f of half a copy); max |gpu - host| "
+                "= %g, %g\n",
+                static_cast<long long>(rows), static_cast<long long>(cols), columns,
+                mroof / 2 / columns, static_cast<long long>(n), whole, roof / 2 / whole, col_err,
+                whole_err);
     return 0;
   } catch (sd::Error const& e) {
     std::printf("cuda_chain: %s\n", e.what());
