@@ -48,7 +48,7 @@ build-cuda/bench/bench_cuda 2>&1 | tee -a "$log"
 echo
 echo "=== gpu-check summary ==="
 grep -E 'tests passed|tests failed' "$log" | tail -n 1
-grep -E '^(chain on|rows \[)' "$log"
+grep -E '^(chain on|rows \[|statistics:)' "$log"
 grep -E '^(ratio|fraction|check|sanitizer) ' "$log"
 [ "$tests_rc" -eq 0 ] && echo "gpu-check.sh: OK" || echo "gpu-check.sh: FAILED (tests)"
 exit "$tests_rc"
