@@ -64,6 +64,34 @@ TEST_CASE("one value from a long input: device-wide reductions", "[gpu][reduce]"
   close(sd::eval(shifted(d)), sd::eval(shifted(x)), 1e-4);
 }
 
+// Few long lines: each line is folded in chunks, a block each, and the chunks are merged in
+// order. Rows that are not aligned for vector loads (100,003 floats), rows that are, a
+// reduction over leading dims (the strided walk), batch norm's var over the rows of a narrow
+// matrix (a run-time break whose reduction is folded in chunks) and a whole reduction too short
+// to go device-wide.
+TEST_CASE("few long lines: folded in chunks", "[gpu][reduce]") {
+  auto x = sd::rand<float>(sd::shape(3, 100003), -1.f, 1.f);
+  auto d = x.to<sd::Cuda>();
+  close(sd::eval(sd::sum(d, 1)), sd::eval(sd::sum(x, 1)), 1e-5);
+  close(sd::eval(sd::mean(d, 1, sd::keepdim)), sd::eval(sd::mean(x, 1, sd::keepdim)), 1e-5);
+  same_bits(sd::eval(sd::max(d, 1)), sd::eval(sd::max(x, 1)));
+  same_bits(sd::eval(sd::argmax(d, 1)), sd::eval(sd::argmax(x, 1)));
+  same_bits(sd::eval(sd::argmin(d * d, 1)), sd::eval(sd::argmin(x * x, 1)));
+  auto aligned = sd::rand<float>(sd::shape(4, 65536), -1.f, 1.f);
+  auto ad = aligned.to<sd::Cuda>();
+  close(sd::eval(sd::sum(ad * 2.f, 1)), sd::eval(sd::sum(aligned * 2.f, 1)), 1e-5);
+  same_bits(sd::eval(sd::argmax(ad, 1)), sd::eval(sd::argmax(aligned, 1)));
+  auto narrow = sd::rand<float>(sd::shape(50000, 3), -1.f, 1.f);
+  auto nd = narrow.to<sd::Cuda>();
+  close(sd::eval(sd::sum(nd, 0)), sd::eval(sd::sum(narrow, 0)), 1e-5);
+  close(sd::eval(sd::var(nd, 0)), sd::eval(sd::var(narrow, 0)), 1e-5);
+  auto image = sd::rand<float>(sd::shape(64, 5, 1024), -1.f, 1.f);
+  auto id = image.to<sd::Cuda>();
+  close(sd::eval(sd::mean(id, {0, 2})), sd::eval(sd::mean(image, {0, 2})), 1e-5);
+  auto small = sd::rand<float>(sd::shape(100, 300), -1.f, 1.f);
+  close(sd::eval(sd::sum(small.to<sd::Cuda>())), sd::eval(sd::sum(small)), 1e-5);
+}
+
 TEST_CASE("reductions and rows in double", "[gpu][reduce][rows]") {
   auto x = sd::randn<double>(sd::shape(129, 1031));
   auto d = x.to<sd::Cuda>();

@@ -389,8 +389,8 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   void for_each_leaf(Fn&&) {}  // its inputs are read by its own fold
 
   // Every thread of the group calls this for the same line p (the folds synchronize it).
-  SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
-#if defined(__CUDA_ARCH__)
+  // Where the line of output index p starts in the input.
+  __device__ SOLDER_INLINE Index<F> line_start(Index<D> const& p) const {
     // Every index below is a compile-time constant once the loops unroll, so the evaluator
     // stays in registers. With keepdim (D == F) input axis k can only start at output index k.
     Index<F> f{};
@@ -400,6 +400,11 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       for (int o = 0; o < D; ++o)
         if ((D != F || o == k) && take[k][o]) f[k] += p[o];
     }
+    return f;
+  }
+  SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
+#if defined(__CUDA_ARCH__)
+    Index<F> const f = line_start(p);
     std::int64_t line = 0;  // which line f starts, for rule 4
     if (reuse || publish) {
       SOLDER_UNROLL
@@ -414,7 +419,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       }
     }
     child.prepare(f);
-    value = static_cast<R>(Op::finalize(group_fold<Op>(fold_share(f), group), count));
+    value = static_cast<R>(Op::finalize(group_fold<Op>(fold_share(f, 0, count), group), count));
     if (publish) {
       group_sync(group);  // every earlier reader of the slot is done with it
       if (group_rank(group) == 0) {
@@ -427,20 +432,28 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     static_cast<void>(p);
 #endif
   }
-  // This thread's share of the fold over the line that starts at f.
-  __device__ SOLDER_INLINE A fold_share(Index<F> f) {
+  // The group's fold of values [begin, end) of the line of output index p, not finalized: a
+  // chunk of a line that several groups fold (fold_in_chunks, executor.hpp). begin: a multiple
+  // of 16 values, so that the chunk is as aligned as the line.
+  __device__ SOLDER_INLINE A fold_chunk(Index<D> const& p, std::int64_t begin, std::int64_t end) {
+    Index<F> const f = line_start(p);
+    child.prepare(f);
+    return group_fold<Op>(fold_share(f, begin, end), group);
+  }
+  // This thread's share of the fold over values [begin, end) of the line that starts at f.
+  __device__ SOLDER_INLINE A fold_share(Index<F> f, std::int64_t begin, std::int64_t end) {
     int const rank = group_rank(group);
     A acc = Op::template identity<A>();
     if (block) {
       child.begin_line(f);
       constexpr int V = vec_width<In>;
-      std::int64_t done = 0;
-      if (count <= max_run && child.template vec_aligned<V>()) {
-        auto const end = static_cast<std::int32_t>(count / V * V);
-        auto const first = static_cast<std::int32_t>(rank * V);
+      std::int64_t done = begin;
+      if (end <= max_run && child.template vec_aligned<V>()) {
+        auto const last = static_cast<std::int32_t>(begin + (end - begin) / V * V);
+        auto const first = static_cast<std::int32_t>(begin + rank * V);
         auto const step = static_cast<std::int32_t>(group * V);
         auto fold = [&](Child const& c) {
-          for_steps<steps_in_flight<Child>>(first, end, step, [&](std::int32_t n) {
+          for_steps<steps_in_flight<Child>>(first, last, step, [&](std::int32_t n) {
             auto v = c.template line_vec<V>(n);
             SOLDER_UNROLL
             for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
@@ -452,12 +465,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         } else {
           fold(child);
         }
-        done = end;
+        done = last;
       }
-      for (std::int64_t n = done + rank; n < count; n += group) acc = Op::step(acc, child.line(n), n);
+      for (std::int64_t n = done + rank; n < end; n += group) acc = Op::step(acc, child.line(n), n);
       return acc;
     }
-    for (std::int64_t n = rank; n < count; n += group) {
+    for (std::int64_t n = begin + rank; n < end; n += group) {
       Index<F> g = f;
       std::int64_t r = n;
       SOLDER_UNROLL

@@ -240,6 +240,68 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
 
+// A reduction with few outputs over long lines (sum(x, 1) of [4, 10^7]; batch norm's statistics
+// per channel of [N, C, H, W]) would leave most of the GPU idle with a block per output: each
+// line is folded in chunks instead, a block each (chunk_kernel), and merge_kernel merges each
+// line's chunks in order, then finalizes (deterministic for a given device, as CUB's).
+template <int D, class A, class Ev>
+__global__ void __launch_bounds__(block_threads)
+    chunk_kernel(Ev ev, A* partials, Index<D> dom, std::int64_t lines, int chunks,
+                 std::int64_t chunk) {
+  for (std::int64_t b = blockIdx.x; b < lines * chunks; b += gridDim.x) {
+    Index<D> idx;
+    unravel_all<D>(b / chunks, dom, idx);
+    std::int64_t const begin = b % chunks * chunk;
+    A acc = ev.fold_chunk(idx, begin, std::min(begin + chunk, ev.count));
+    if (threadIdx.x == 0) partials[b] = acc;
+  }
+}
+
+template <class Op, class R, int D, class A, class OutT>
+__global__ void __launch_bounds__(block_threads)
+    merge_kernel(A const* partials, OutT* out, Index<D> ost, Index<D> dom, std::int64_t lines,
+                 int chunks, std::int64_t count) {
+  std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t o = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < lines; o += step) {
+    A acc = partials[o * chunks];
+    for (int c = 1; c < chunks; ++c) acc = Op::merge(acc, partials[o * chunks + c]);
+    Index<D> idx;
+    unravel_all<D>(o, dom, idx);
+    out[dot<D>(idx, ost)] = static_cast<OutT>(static_cast<R>(Op::finalize(acc, count)));
+  }
+}
+
+// Runs the reduction `ev` (the kernel's root, with no reduction fused in its input) in chunks
+// when its lines are too few to fill the GPU and long enough to share; false if it does not.
+template <class OutT, auto E, class Op, class Child, int D, int F, int NA>
+bool fold_in_chunks(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>& ev) {
+  using Ev = ReduceEval<Op, Child, D, F, NA>;
+  using A = typename Ev::A;
+  constexpr std::int64_t chunk_min = block_threads * 16;  // 16 values a thread, at least
+  DeviceInfo const& d = device_info();
+  std::int64_t const resident = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
+  Index<D> const& dom = out.shape();
+  std::int64_t const lines = numel_of<D>(dom);
+  if (2 * lines > resident || ev.count < 2 * chunk_min) return false;
+  std::int64_t chunks = std::min((resident + lines - 1) / lines, ev.count / chunk_min);
+  std::int64_t chunk = ((ev.count + chunks - 1) / chunks + 15) / 16 * 16;
+  chunks = (ev.count + chunk - 1) / chunk;  // none of them empty
+  GroupLinks links;  // a block per chunk; no records: nothing but the reduction is written
+  ev.link(links);
+  links.resolve();
+  auto partials = cuda_allocate<A>(lines * chunks);
+  cudaStream_t s = solder::cuda::stream();
+  std::int64_t const blocks = std::min(lines * chunks, resident);
+  chunk_kernel<D, A><<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
+      ev, partials.get(), dom, lines, static_cast<int>(chunks), chunk);
+  SOLDER_CUDA_CHECK(cudaGetLastError());
+  merge_kernel<Op, typename Ev::R, D><<<grid_for(lines), block_threads, 0, s>>>(
+      static_cast<A const*>(partials.get()), out.data(), out.strides(), dom, lines,
+      static_cast<int>(chunks), ev.count);
+  SOLDER_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
 // One element of a full reduction's input, as the reduction's first step sees it.
 template <class Op, class A, class Child, int F>
 struct StepAt {
@@ -319,7 +381,7 @@ void run_kernel(OutTensor& out, N const& root) {
   if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
     if constexpr (is_reduce<N>::value) {
       auto ev = make_reduce_eval<D, true>(root, temps);
-      launch(out, ev, Lines<D>{});
+      if (!fold_in_chunks(out, ev)) launch(out, ev, Lines<D>{});
     } else {
       auto ev = make_eval<D, false, true>(root, dom, temps);
       launch(out, ev, Lines<D>{});
@@ -327,6 +389,11 @@ void run_kernel(OutTensor& out, N const& root) {
     return;
   }
   auto ev = make_eval<D, false, false, N>(root, dom, temps);
+  if constexpr (is_reduce<N>::value) {  // (a nested one would be folded again for every chunk)
+    using C = decltype(root.child);
+    if constexpr (!has_fused_reduce<C, C::rank, true>())
+      if (fold_in_chunks(out, ev)) return;
+  }
   launch(out, ev, lines);
 }
 
