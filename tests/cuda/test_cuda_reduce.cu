@@ -48,6 +48,25 @@ TEST_CASE("reductions over leading, middle and several dims", "[gpu][reduce]") {
   same_bits(sd::eval(sd::max(d, {1, 2}, sd::keepdim)), sd::eval(sd::max(x, {1, 2}, sd::keepdim)));
 }
 
+// Reductions over leading dims that keep the last one: a warp takes 32 neighbouring outputs
+// (columns_kernel), the lines in chunks merged in order; columns not a multiple of 32 (the last
+// warp in part idle), 37 columns, and a transposed input (whose neighbouring outputs are not
+// neighbours in memory).
+TEST_CASE("column reductions: a warp per 32 outputs", "[gpu][reduce]") {
+  auto x = sd::rand<float>(sd::shape(5000, 1000), -1.f, 1.f);
+  auto d = x.to<sd::Cuda>();
+  close(sd::eval(sd::sum(d, 0)), sd::eval(sd::sum(x, 0)), 1e-5);
+  close(sd::eval(sd::mean(d * d, 0, sd::keepdim)), sd::eval(sd::mean(x * x, 0, sd::keepdim)), 1e-5);
+  same_bits(sd::eval(sd::argmax(d, 0)), sd::eval(sd::argmax(x, 0)));
+  same_bits(sd::eval(sd::min(d, 0)), sd::eval(sd::min(x, 0)));
+  auto narrow = sd::rand<float>(sd::shape(5000, 37), -1.f, 1.f);
+  auto nd = narrow.to<sd::Cuda>();
+  close(sd::eval(sd::var(nd, 0)), sd::eval(sd::var(narrow, 0)), 1e-5);
+  same_bits(sd::eval(sd::argmin(nd, 0)), sd::eval(sd::argmin(narrow, 0)));
+  close(sd::eval(sd::sum(sd::transpose(d, 0, 1), 0)), sd::eval(sd::sum(sd::transpose(x, 0, 1), 0)),
+        1e-5);
+}
+
 // One value from a long input: each reduction runs device-wide, a nested one (the mean in
 // var) first, as a kernel of its own, whose result the outer one's input reads.
 TEST_CASE("one value from a long input: device-wide reductions", "[gpu][reduce]") {

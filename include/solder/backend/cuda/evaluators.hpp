@@ -419,7 +419,8 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       }
     }
     child.prepare(f);
-    value = static_cast<R>(Op::finalize(group_fold<Op>(fold_share(f, 0, count), group), count));
+    A const share = fold_share(f, 0, count, group_rank(group), group);
+    value = static_cast<R>(Op::finalize(group_fold<Op>(share, group), count));
     if (publish) {
       group_sync(group);  // every earlier reader of the slot is done with it
       if (group_rank(group) == 0) {
@@ -438,22 +439,32 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   __device__ SOLDER_INLINE A fold_chunk(Index<D> const& p, std::int64_t begin, std::int64_t end) {
     Index<F> const f = line_start(p);
     child.prepare(f);
-    return group_fold<Op>(fold_share(f, begin, end), group);
+    return group_fold<Op>(fold_share(f, begin, end, group_rank(group), group), group);
   }
-  // This thread's share of the fold over values [begin, end) of the line that starts at f.
-  __device__ SOLDER_INLINE A fold_share(Index<F> f, std::int64_t begin, std::int64_t end) {
-    int const rank = group_rank(group);
-    A acc = Op::template identity<A>();
+  // This thread's fold, alone, of values begin + rank, begin + rank + step, ... below end of
+  // the line of output index p, walked by index (a reduction over leading dims, never one run:
+  // columns_kernel, executor.hpp).
+  __device__ SOLDER_INLINE A fold_steps(Index<D> const& p, std::int64_t begin, std::int64_t end,
+                                        int rank, int step) {
+    Index<F> const f = line_start(p);
+    child.prepare(f);
+    return fold_by_index(f, begin, end, rank, step);
+  }
+  // This thread's share of the fold over values [begin, end) of the line that starts at f: the
+  // rank-th of every `step` of them (vectors of them where the line is contiguous).
+  __device__ SOLDER_INLINE A fold_share(Index<F> f, std::int64_t begin, std::int64_t end, int rank,
+                                        int step) {
     if (block) {
+      A acc = Op::template identity<A>();
       child.begin_line(f);
       constexpr int V = vec_width<In>;
       std::int64_t done = begin;
       if (end <= max_run && child.template vec_aligned<V>()) {
         auto const last = static_cast<std::int32_t>(begin + (end - begin) / V * V);
         auto const first = static_cast<std::int32_t>(begin + rank * V);
-        auto const step = static_cast<std::int32_t>(group * V);
+        auto const stride = static_cast<std::int32_t>(step * V);
         auto fold = [&](Child const& c) {
-          for_steps<steps_in_flight<Child>>(first, last, step, [&](std::int32_t n) {
+          for_steps<steps_in_flight<Child>>(first, last, stride, [&](std::int32_t n) {
             auto v = c.template line_vec<V>(n);
             SOLDER_UNROLL
             for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
@@ -467,10 +478,16 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         }
         done = last;
       }
-      for (std::int64_t n = done + rank; n < end; n += group) acc = Op::step(acc, child.line(n), n);
+      for (std::int64_t n = done + rank; n < end; n += step) acc = Op::step(acc, child.line(n), n);
       return acc;
     }
-    for (std::int64_t n = begin + rank; n < end; n += group) {
+    return fold_by_index(f, begin, end, rank, step);
+  }
+  // fold_share where the line is not one run: each value's index in the input, from n.
+  __device__ SOLDER_INLINE A fold_by_index(Index<F> f, std::int64_t begin, std::int64_t end,
+                                           int rank, int step) {
+    A acc = Op::template identity<A>();
+    for (std::int64_t n = begin + rank; n < end; n += step) {
       Index<F> g = f;
       std::int64_t r = n;
       SOLDER_UNROLL

@@ -240,12 +240,21 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
 
-// A reduction with few outputs over long lines (sum(x, 1) of [4, 10^7]; batch norm's statistics
-// per channel of [N, C, H, W]) would leave most of the GPU idle with a block per output: each
-// line is folded in chunks instead, a block each (chunk_kernel), and merge_kernel merges each
-// line's chunks in order, then finalizes (deterministic for a given device, as CUB's).
+// A reduction at a kernel's root whose outputs a group each would not serve well runs apart,
+// in two kernels: the first folds parts of the lines into partial results, merge_kernel merges
+// each line's parts in order and finalizes (deterministic for a given device, as CUB's).
+//   chunk_kernel    few outputs over long lines (sum(x, 1) of [4, 10^7]; batch norm's statistics
+//                   per channel of [N, C, H, W]): a block per output would leave most of the GPU
+//                   idle, so each line is folded in chunks, a block per chunk;
+//   columns_kernel  a reduction over leading dims that keeps the last one (sum(x, 0) of [R, C],
+//                   a bias's gradient; the statistics of channels-last [N, H, W, C]): a warp
+//                   takes 32 neighbouring outputs, so that it reads 32 neighbouring values of
+//                   one input row at a time (a group per output would read one value from each
+//                   of 32 rows); a block's 8 warps take every 8th step of a chunk of the lines.
+// The first two fold as lines_kernel does, with its bounds (four blocks an SM: ptxas otherwise
+// capped a column sum at 48 registers, and spilled).
 template <int D, class A, class Ev>
-__global__ void __launch_bounds__(block_threads)
+__global__ void __launch_bounds__(block_threads, 4)
     chunk_kernel(Ev ev, A* partials, Index<D> dom, std::int64_t lines, int chunks,
                  std::int64_t chunk) {
   for (std::int64_t b = blockIdx.x; b < lines * chunks; b += gridDim.x) {
@@ -254,6 +263,34 @@ __global__ void __launch_bounds__(block_threads)
     std::int64_t const begin = b % chunks * chunk;
     A acc = ev.fold_chunk(idx, begin, std::min(begin + chunk, ev.count));
     if (threadIdx.x == 0) partials[b] = acc;
+  }
+}
+
+template <class Op, int D, class A, class Ev>
+__global__ void __launch_bounds__(block_threads, 4)
+    columns_kernel(Ev ev, A* partials, Index<D> dom, std::int64_t lines, int chunks,
+                   std::int64_t chunk) {
+  constexpr int warps = block_threads / warp_threads;
+  __shared__ A shares[warps][warp_threads];
+  int const lane = static_cast<int>(threadIdx.x) % warp_threads;
+  int const warp = static_cast<int>(threadIdx.x) / warp_threads;
+  std::int64_t const columns = (lines + warp_threads - 1) / warp_threads;
+  for (std::int64_t b = blockIdx.x; b < columns * chunks; b += gridDim.x) {
+    std::int64_t const o = b / chunks * warp_threads + lane;  // this thread's output
+    std::int64_t const part = b % chunks, begin = part * chunk;
+    A acc = Op::template identity<A>();
+    if (o < lines) {
+      Index<D> idx;
+      unravel_all<D>(o, dom, idx);
+      acc = ev.fold_steps(idx, begin, std::min(begin + chunk, ev.count), warp, warps);
+    }
+    shares[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0 && o < lines) {
+      for (int w = 1; w < warps; ++w) acc = Op::merge(acc, shares[w][lane]);
+      partials[o * chunks + part] = acc;
+    }
+    __syncthreads();  // the next pass writes shares again
   }
 }
 
@@ -271,33 +308,42 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
-// Runs the reduction `ev` (the kernel's root, with no reduction fused in its input) in chunks
-// when its lines are too few to fill the GPU and long enough to share; false if it does not.
+// Runs the reduction `ev` (the kernel's root, with no reduction fused in its input) apart when
+// one of the kernels above serves it better than lines_kernel; false if it does not.
 template <class OutT, auto E, class Op, class Child, int D, int F, int NA>
-bool fold_in_chunks(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>& ev) {
+bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>& ev) {
   using Ev = ReduceEval<Op, Child, D, F, NA>;
   using A = typename Ev::A;
-  constexpr std::int64_t chunk_min = block_threads * 16;  // 16 values a thread, at least
   DeviceInfo const& d = device_info();
   std::int64_t const resident = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
   Index<D> const& dom = out.shape();
-  std::int64_t const lines = numel_of<D>(dom);
-  if (2 * lines > resident || ev.count < 2 * chunk_min) return false;
-  std::int64_t chunks = std::min((resident + lines - 1) / lines, ev.count / chunk_min);
-  std::int64_t chunk = ((ev.count + chunks - 1) / chunks + 15) / 16 * 16;
-  chunks = (ev.count + chunk - 1) / chunk;  // none of them empty
-  GroupLinks links;  // a block per chunk; no records: nothing but the reduction is written
+  std::int64_t const lines = numel_of<D>(dom), count = ev.count;
+  // Columns: the input's last dim is kept and there are outputs for at least half a warp.
+  bool const columns = !ev.block && F > 1 && ev.src[F - 1] >= 0 && lines >= warp_threads / 2;
+  std::int64_t const units = columns ? (lines + warp_threads - 1) / warp_threads : lines;
+  std::int64_t const part_min = columns ? block_threads / warp_threads * 4  // 4 steps a warp
+                                        : block_threads * 16;               // 16 values a thread
+  if (!columns && (2 * lines > resident || count < 2 * part_min)) return false;
+  std::int64_t chunks = std::max<std::int64_t>(
+      1, std::min((resident + units - 1) / units, count / part_min));
+  std::int64_t chunk = ((count + chunks - 1) / chunks + 15) / 16 * 16;  // 16: as aligned as a line
+  chunks = (count + chunk - 1) / chunk;  // none of them empty
+  GroupLinks links;  // a block per part; no records: nothing but the reduction is written
   ev.link(links);
   links.resolve();
   auto partials = cuda_allocate<A>(lines * chunks);
   cudaStream_t s = solder::cuda::stream();
-  std::int64_t const blocks = std::min(lines * chunks, resident);
-  chunk_kernel<D, A><<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
-      ev, partials.get(), dom, lines, static_cast<int>(chunks), chunk);
+  auto const blocks = static_cast<unsigned>(std::min(units * chunks, resident));
+  if (columns)
+    columns_kernel<Op, D, A><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
+                                                            static_cast<int>(chunks), chunk);
+  else
+    chunk_kernel<D, A><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
+                                                      static_cast<int>(chunks), chunk);
   SOLDER_CUDA_CHECK(cudaGetLastError());
   merge_kernel<Op, typename Ev::R, D><<<grid_for(lines), block_threads, 0, s>>>(
       static_cast<A const*>(partials.get()), out.data(), out.strides(), dom, lines,
-      static_cast<int>(chunks), ev.count);
+      static_cast<int>(chunks), count);
   SOLDER_CUDA_CHECK(cudaGetLastError());
   return true;
 }
@@ -381,7 +427,7 @@ void run_kernel(OutTensor& out, N const& root) {
   if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
     if constexpr (is_reduce<N>::value) {
       auto ev = make_reduce_eval<D, true>(root, temps);
-      if (!fold_in_chunks(out, ev)) launch(out, ev, Lines<D>{});
+      if (!fold_apart(out, ev)) launch(out, ev, Lines<D>{});
     } else {
       auto ev = make_eval<D, false, true>(root, dom, temps);
       launch(out, ev, Lines<D>{});
@@ -389,10 +435,10 @@ void run_kernel(OutTensor& out, N const& root) {
     return;
   }
   auto ev = make_eval<D, false, false, N>(root, dom, temps);
-  if constexpr (is_reduce<N>::value) {  // (a nested one would be folded again for every chunk)
+  if constexpr (is_reduce<N>::value) {  // (a nested one would be folded again for every part)
     using C = decltype(root.child);
     if constexpr (!has_fused_reduce<C, C::rank, true>())
-      if (fold_in_chunks(out, ev)) return;
+      if (fold_apart(out, ev)) return;
   }
   launch(out, ev, lines);
 }
