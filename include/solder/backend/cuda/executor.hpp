@@ -318,11 +318,14 @@ bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>
   std::int64_t const resident = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
   Index<D> const& dom = out.shape();
   std::int64_t const lines = numel_of<D>(dom), count = ev.count;
-  // Columns: the input's last dim is kept and there are outputs for at least half a warp.
-  bool const columns = !ev.block && F > 1 && ev.src[F - 1] >= 0 && lines >= warp_threads / 2;
+  constexpr int warps = block_threads / warp_threads;
+  // Columns: the input's last dim is kept, there are outputs for at least half a warp and
+  // steps for every warp.
+  bool const columns = !ev.block && F > 1 && ev.src[F - 1] >= 0 && lines >= warp_threads / 2 &&
+                       count >= warps;
   std::int64_t const units = columns ? (lines + warp_threads - 1) / warp_threads : lines;
-  std::int64_t const part_min = columns ? block_threads / warp_threads * 4  // 4 steps a warp
-                                        : block_threads * 16;               // 16 values a thread
+  std::int64_t const part_min = columns ? warps * 4            // 4 steps a warp
+                                        : block_threads * 16;  // 16 values a thread
   if (!columns && (2 * lines > resident || count < 2 * part_min)) return false;
   std::int64_t chunks = std::max<std::int64_t>(
       1, std::min((resident + units - 1) / units, count / part_min));
