@@ -148,8 +148,8 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
       : split == RunTimeBreak::leading_dims
           ? "the kernel's reductions fold leading dims: on their own they read rows, not "
             "strided columns"
-          : "the kernel's one value folds a long input: on the GPU each reduction runs "
-            "device-wide";
+          : "the kernel has few lines over a long input: on the GPU each reduction runs on "
+            "its own, over all of the GPU";
   k.expr = agree ? describe_node<D, false, false>(n, x, k, cl).first
                  : describe_node<D, false, true>(n, x, k, cl).first;
   k.shape = shape_string<D>(n.shape());

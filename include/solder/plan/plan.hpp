@@ -233,14 +233,17 @@ enum class RunTimeBreak {
   // var(x, 0)): fused, each of its outputs would walk its column with a stride, one at a
   // time; on its own it is a column reduction, and what reads it walks rows.
   leading_dims,
-  // on the GPU, a kernel of one value folds a long input (a full sum, the var of a vector,
-  // sqrt(mean(x * x))): its one line would be folded by one block, so each reduction runs
-  // device-wide instead.
-  device_wide,
+  // on the GPU, a kernel with few lines folds a long input (softmax over [4, 10^7], the var of
+  // a vector, sqrt(mean(x * x))): a block per line would leave most of the GPU idle, so each
+  // reduction runs on its own, over all of the GPU (device-wide for one value, in chunks for a
+  // few), and the rest reads their results.
+  few_long_lines,
 };
 
-// The shortest input the GPU folds device-wide when a kernel computes one value from it.
-inline constexpr std::int64_t device_wide_min = 1 << 16;
+// What few long lines are for that break: fewer lines than this, with a fold of at least
+// long_line_min values (a block per line would use fewer than 1 in 16 of an H100's blocks).
+inline constexpr std::int64_t few_lines = 64;
+inline constexpr std::int64_t long_line_min = 1 << 16;
 
 // The lines of a kernel: every axis along which a fused reduction is broadcast. Each fused
 // reduction must have extent 1 on all of them, or its value would vary inside a line. `split`
@@ -266,9 +269,11 @@ Lines<D> plan_lines(N const& root, Index<D> const& domain, RunTimeBreak& split) 
           : leading ? RunTimeBreak::leading_dims
                     : RunTimeBreak::none;
   if constexpr (!InReduce && std::is_same_v<typename N::device_type, Cuda>) {
-    std::int64_t longest = 0;
+    std::int64_t longest = 0, outer = 1;
     for_each_fused_reduce<D, false>(root, [&](auto const& r) { longest = std::max(longest, r.count); });
-    if (numel_of<D>(domain) == 1 && longest >= device_wide_min) split = RunTimeBreak::device_wide;
+    for (int i = 0; i < D; ++i)
+      if (!lines.axis[i]) outer *= domain[i];
+    if (outer < few_lines && longest >= long_line_min) split = RunTimeBreak::few_long_lines;
   }
   return lines;
 }

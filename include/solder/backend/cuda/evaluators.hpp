@@ -343,6 +343,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   using Setup = ReduceSetup<Child, D, F, NA>;
   using Setup::child, Setup::fdom, Setup::src, Setup::axes, Setup::out, Setup::count, Setup::block,
       Setup::id;
+  using op_type = Op;
   using In = element_of<Child>;
   using A = typename Op::template acc<In>;
   // Inside a kernel a reduction's value stays in the compute type: a 16-bit float result is

@@ -9,8 +9,11 @@
 //                       reduction's output), a warp when there are many lines, else the block;
 //                       the group computes the line's reductions, then writes the line, with
 //                       vector loads and stores where the line is aligned;
-//   a full reduction of a large input with nothing fused inside it goes to CUB's device-wide
-//   reduce over the fused input expression;
+//   a reduction at the root that a group per output would not serve well runs apart
+//   (fold_apart): few long lines in chunks (chunk_kernel), columns a warp per 32 outputs
+//   (columns_kernel), the parts merged by merge_kernel;
+//   a kernel with few long lines runs each reduction on its own (RunTimeBreak::few_long_lines),
+//   one into one value on CUB's device-wide reduce over the fused input expression;
 //   fill_kernel         the factories (rand, randn, full): element i is f(i).
 // Kernels are queued on solder's stream (sd::cuda::stream()) and checked when launched.
 #pragma once
@@ -253,23 +256,27 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
 //                   of 32 rows); a block's 8 warps take every 8th step of a chunk of the lines.
 // The first two fold as lines_kernel does, with its bounds (four blocks an SM: ptxas otherwise
 // capped a column sum at 48 registers, and spilled).
-template <int D, class A, class Ev>
+// (Their template arguments are the evaluator and no type named through it: the host code
+// nvcc generates would spell such a type through the node, which g++ cannot parse back; see
+// element_of in backend/eval.hpp.)
+template <int D, class Ev>
 __global__ void __launch_bounds__(block_threads, 4)
-    chunk_kernel(Ev ev, A* partials, Index<D> dom, std::int64_t lines, int chunks,
+    chunk_kernel(Ev ev, typename Ev::A* partials, Index<D> dom, std::int64_t lines, int chunks,
                  std::int64_t chunk) {
   for (std::int64_t b = blockIdx.x; b < lines * chunks; b += gridDim.x) {
     Index<D> idx;
     unravel_all<D>(b / chunks, dom, idx);
     std::int64_t const begin = b % chunks * chunk;
-    A acc = ev.fold_chunk(idx, begin, std::min(begin + chunk, ev.count));
+    auto acc = ev.fold_chunk(idx, begin, std::min(begin + chunk, ev.count));
     if (threadIdx.x == 0) partials[b] = acc;
   }
 }
 
-template <class Op, int D, class A, class Ev>
+template <int D, class Ev>
 __global__ void __launch_bounds__(block_threads, 4)
-    columns_kernel(Ev ev, A* partials, Index<D> dom, std::int64_t lines, int chunks,
+    columns_kernel(Ev ev, typename Ev::A* partials, Index<D> dom, std::int64_t lines, int chunks,
                    std::int64_t chunk) {
+  using A = typename Ev::A;
   constexpr int warps = block_threads / warp_threads;
   __shared__ A shares[warps][warp_threads];
   int const lane = static_cast<int>(threadIdx.x) % warp_threads;
@@ -278,7 +285,7 @@ __global__ void __launch_bounds__(block_threads, 4)
   for (std::int64_t b = blockIdx.x; b < columns * chunks; b += gridDim.x) {
     std::int64_t const o = b / chunks * warp_threads + lane;  // this thread's output
     std::int64_t const part = b % chunks, begin = part * chunk;
-    A acc = Op::template identity<A>();
+    A acc = Ev::op_type::template identity<A>();
     if (o < lines) {
       Index<D> idx;
       unravel_all<D>(o, dom, idx);
@@ -287,24 +294,25 @@ __global__ void __launch_bounds__(block_threads, 4)
     shares[warp][lane] = acc;
     __syncthreads();
     if (warp == 0 && o < lines) {
-      for (int w = 1; w < warps; ++w) acc = Op::merge(acc, shares[w][lane]);
+      for (int w = 1; w < warps; ++w) acc = Ev::op_type::merge(acc, shares[w][lane]);
       partials[o * chunks + part] = acc;
     }
     __syncthreads();  // the next pass writes shares again
   }
 }
 
-template <class Op, class R, int D, class A, class OutT>
+template <int D, class Ev, class OutT>
 __global__ void __launch_bounds__(block_threads)
-    merge_kernel(A const* partials, OutT* out, Index<D> ost, Index<D> dom, std::int64_t lines,
-                 int chunks, std::int64_t count) {
+    merge_kernel(typename Ev::A const* partials, OutT* out, Index<D> ost, Index<D> dom,
+                 std::int64_t lines, int chunks, std::int64_t count) {
+  using Op = typename Ev::op_type;
   std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
   for (std::int64_t o = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < lines; o += step) {
-    A acc = partials[o * chunks];
+    auto acc = partials[o * chunks];
     for (int c = 1; c < chunks; ++c) acc = Op::merge(acc, partials[o * chunks + c]);
     Index<D> idx;
     unravel_all<D>(o, dom, idx);
-    out[dot<D>(idx, ost)] = static_cast<OutT>(static_cast<R>(Op::finalize(acc, count)));
+    out[dot<D>(idx, ost)] = static_cast<OutT>(static_cast<typename Ev::R>(Op::finalize(acc, count)));
   }
 }
 
@@ -338,13 +346,13 @@ bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>
   cudaStream_t s = solder::cuda::stream();
   auto const blocks = static_cast<unsigned>(std::min(units * chunks, resident));
   if (columns)
-    columns_kernel<Op, D, A><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
-                                                            static_cast<int>(chunks), chunk);
+    columns_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
+                                                         static_cast<int>(chunks), chunk);
   else
-    chunk_kernel<D, A><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
-                                                      static_cast<int>(chunks), chunk);
+    chunk_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
+                                                       static_cast<int>(chunks), chunk);
   SOLDER_CUDA_CHECK(cudaGetLastError());
-  merge_kernel<Op, typename Ev::R, D><<<grid_for(lines), block_threads, 0, s>>>(
+  merge_kernel<D, Ev><<<grid_for(lines), block_threads, 0, s>>>(
       static_cast<A const*>(partials.get()), out.data(), out.strides(), dom, lines,
       static_cast<int>(chunks), count);
   SOLDER_CUDA_CHECK(cudaGetLastError());
@@ -421,7 +429,7 @@ void run_kernel(OutTensor& out, N const& root) {
   Lines<D> lines = plan_lines<D, false>(root, dom, split);
   Temps temps;  // breaks' storage: freed in stream order after this kernel
   if constexpr (is_reduce<N>::value) {
-    if (split == RunTimeBreak::device_wide) {  // CUB, after the reductions nested in its input
+    if (split == RunTimeBreak::few_long_lines && numel_of<D>(dom) == 1) {  // CUB, device-wide
       using C = decltype(root.child);
       device_reduce<has_fused_reduce<C, C::rank, true>()>(out, root, temps);
       return;
