@@ -389,7 +389,6 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   template <class Fn>
   void for_each_leaf(Fn&&) {}  // its inputs are read by its own fold
 
-  // Every thread of the group calls this for the same line p (the folds synchronize it).
   // Where the line of output index p starts in the input.
   __device__ SOLDER_INLINE Index<F> line_start(Index<D> const& p) const {
     // Every index below is a compile-time constant once the loops unroll, so the evaluator
@@ -403,6 +402,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     }
     return f;
   }
+  // Every thread of the group calls this for the same line p (the folds synchronize it).
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
 #if defined(__CUDA_ARCH__)
     Index<F> const f = line_start(p);
@@ -435,7 +435,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
 #endif
   }
   // The group's fold of values [begin, end) of the line of output index p, not finalized: a
-  // chunk of a line that several groups fold (fold_in_chunks, executor.hpp). begin: a multiple
+  // chunk of a line that several groups fold (chunk_kernel, executor.hpp). begin: a multiple
   // of 16 values, so that the chunk is as aligned as the line.
   __device__ SOLDER_INLINE A fold_chunk(Index<D> const& p, std::int64_t begin, std::int64_t end) {
     Index<F> const f = line_start(p);
