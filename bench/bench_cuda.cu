@@ -2,10 +2,9 @@
 // bench_elementwise on 16M floats fused against eager and against a device-to-device copy of the
 // same bytes (the bandwidth limit); softmax and layer_norm over rows of [4096, 1024] (16 MiB,
 // which stays in an H100's L2 cache between calls) and of [16384, 1024] (the chain's bytes, read
-// from HBM) against a copy of their bytes; for information, two statistics that read their
-// input once: var(m, 0) of [16384, 1024] (batch norm's, reductions over the leading dim) and
-// the root mean square of the 16M floats (device-wide). Kernels are timed with CUDA events
-// (manual time).
+// from HBM) against a copy of their bytes; for information, two statistics: var(m, 0) of
+// [16384, 1024] (batch norm's, reductions over the leading dim) and the root mean square of the
+// 16M floats (device-wide). Kernels are timed with CUDA events (manual time).
 // Needs a GPU: without one it prints "skipped: no CUDA device: ..." and exits 0.
 #include <solder/solder.hpp>
 
@@ -104,7 +103,7 @@ void BM_layer_norm(benchmark::State& s) {
 }
 void BM_column_var(benchmark::State& s) {
   Rows& r = data().many;
-  timed(s, r.bytes() / 2, [&r] { data().stats = sd::var(r.m, 0); });
+  timed(s, r.bytes(), [&r] { data().stats = sd::var(r.m, 0); });  // m read twice
 }
 void BM_root_mean_square(benchmark::State& s) {
   timed(s, chain_bytes / 2, [] { data().one = sd::sqrt(sd::mean(data().x * data().x, {0}, sd::keepdim)); });
@@ -180,9 +179,10 @@ int main(int argc, char** argv) {
                       "BM_softmax_16k", 0.8);
   sb::report_fraction(rep, "layer_norm [16384, 1024] vs device copy", "BM_rows_copy_16k",
                       "BM_layer_norm_16k", 0.8);
-  // Information: statistics read each byte once, so half a copy's time is their limit.
-  sb::report_fraction(rep, "var(m, 0) of [16384, 1024] vs half a device copy", "BM_rows_copy_16k",
-                      "BM_column_var", 0, 0.5);
+  // Information: var reads m twice (the mean, then the squares about it), as much as a copy
+  // moves; the root mean square reads x once, half a copy's time is its limit.
+  sb::report_fraction(rep, "var(m, 0) of [16384, 1024] vs a device copy", "BM_rows_copy_16k",
+                      "BM_column_var");
   sb::report_fraction(rep, "root mean square of 16M floats vs half a device copy", "BM_chain_copy",
                       "BM_root_mean_square", 0, 0.5);
   return 0;

@@ -81,18 +81,18 @@ int main() {
                 mroof / norm, mroof, soft_err, norm_err);
 
     // Statistics: batch norm's, per column (reductions over the leading dim), and one value of
-    // all of x (device-wide). A copy moves each byte twice, these read it once: half the copy's
-    // time is their limit.
+    // all of x (device-wide). var reads m twice (the mean, then the squares about it), as much
+    // as a copy moves; the root mean square reads x once: half a copy's time is its limit.
     sd::Tensor<float, 1, sd::Cuda> stats(sd::shape(cols)), one(sd::shape(1));
     float columns = time_ms(runs, [&] { stats = sd::var(m, 0); });
     float whole = time_ms(runs, [&] { one = sd::sqrt(sd::mean(x * x, {0}, sd::keepdim)); });
     float col_err = max_diff(stats, sd::var(mh, 0));
     float whole_err = max_diff(one, sd::sqrt(sd::mean(x.to<sd::Host>() * x.to<sd::Host>(), {0}, sd::keepdim)));
-    std::printf("statistics: var(m, 0) of [%lld, %lld] %.3f ms (%.2f of half a copy), "
+    std::printf("statistics: var(m, 0) of [%lld, %lld] %.3f ms (%.2f of a copy), "
                 "root mean square of %lld floats %.3f ms (%.2f of half a copy); max |gpu - host| "
                 "= %g, %g\n",
                 static_cast<long long>(rows), static_cast<long long>(cols), columns,
-                mroof / 2 / columns, static_cast<long long>(n), whole, roof / 2 / whole, col_err,
+                mroof / columns, static_cast<long long>(n), whole, roof / 2 / whole, col_err,
                 whole_err);
     return 0;
   } catch (sd::Error const& e) {
