@@ -39,6 +39,37 @@ TEST_CASE("a failed CUDA call throws sd::Error with the call, the error and the 
   cudaGetLastError();
 }
 
+// How a reduction at a kernel's root is shared out over the GPU's blocks when it runs apart
+// (fold_apart): the parts cover every line's values once, none empty, each as aligned as the
+// line, enough of them to fill the GPU where the values allow; no split where lines_kernel
+// serves the reduction better.
+TEST_CASE("reductions apart: how lines are split into parts", "[cuda][host]") {
+  namespace dc = sd::detail::cuda;
+  std::int64_t const resident = 132 * 8;  // an H100's blocks of 256 threads
+  for (bool columns_possible : {false, true})
+    for (std::int64_t lines : {1, 3, 15, 16, 37, 63, 64, 500, 528, 529, 1024, 100000})
+      for (std::int64_t count : {0, 1, 7, 8, 31, 33, 129, 4096, 8191, 8192, 30000, 100003, 10000000}) {
+        INFO("lines " << lines << ", count " << count << ", columns " << columns_possible);
+        dc::Parts const p = dc::parts_for(lines, count, resident, columns_possible);
+        if (p.chunks == 0) {  // lines_kernel: many lines, or short ones
+          CHECK(!p.columns);
+          CHECK((2 * lines > resident || count < 2 * 256 * 16));
+          continue;
+        }
+        CHECK(p.columns == (columns_possible && lines >= 16 && count >= 8));
+        CHECK(p.units == (p.columns ? (lines + 31) / 32 : lines));
+        if (!p.columns) CHECK(p.chunk % 16 == 0);  // chunks of a run: as aligned as the line
+        CHECK(p.chunks * p.chunk >= count);         // every value in a part
+        CHECK((p.chunks - 1) * p.chunk < count);    // and no part empty
+        CHECK(p.chunks <= std::max<std::int64_t>(1, (resident + p.units - 1) / p.units));
+        std::int64_t const part_min = p.columns ? 8 * 4 : 256 * 16;  // steps a warp, values a thread
+        if (!p.columns) CHECK(p.chunk >= part_min);
+        // Enough parts to fill the GPU, or as many as the values allow (within rounding).
+        std::int64_t const fill = std::min(resident, p.units * std::max<std::int64_t>(1, count / part_min));
+        CHECK(10 * p.units * p.chunks >= 9 * fill);
+      }
+}
+
 TEST_CASE("half and bfloat16: storage types, maths in float, PyTorch's promotion", "[cuda][host][half]") {
   static_assert(std::is_same_v<sd::promote_t<sd::half, sd::half>, sd::half>);
   static_assert(std::is_same_v<sd::promote_t<sd::half, float>, float>);

@@ -316,45 +316,60 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
+// How fold_apart shares out a reduction (host side, no device needed): `units` (lines, or
+// groups of 32 of them for columns) times `chunks` parts of `chunk` values each, every part
+// non-empty; none (chunks == 0) where lines_kernel serves it better.
+struct Parts {
+  bool columns = false;
+  std::int64_t units = 0, chunks = 0, chunk = 0;
+};
+// lines: outputs; count: values folded into each; resident: blocks the GPU holds at once;
+// columns_possible: the reduction folds leading dims and keeps the input's last one.
+inline Parts parts_for(std::int64_t lines, std::int64_t count, std::int64_t resident,
+                       bool columns_possible) {
+  constexpr int warps = block_threads / warp_threads;
+  Parts p;
+  // Columns: outputs for at least half a warp, and steps for every warp.
+  p.columns = columns_possible && lines >= warp_threads / 2 && count >= warps;
+  p.units = p.columns ? (lines + warp_threads - 1) / warp_threads : lines;
+  std::int64_t const part_min = p.columns ? warps * 4            // 4 steps a warp
+                                          : block_threads * 16;  // 16 values a thread
+  if (!p.columns && (2 * lines > resident || count < 2 * part_min)) return {};
+  p.chunks = std::max<std::int64_t>(1, std::min((resident + p.units - 1) / p.units, count / part_min));
+  p.chunk = (count + p.chunks - 1) / p.chunks;
+  if (!p.columns) p.chunk = (p.chunk + 15) / 16 * 16;  // as aligned as the line, for vector loads
+  p.chunks = (count + p.chunk - 1) / p.chunk;          // none of them empty
+  return p;
+}
+
 // Runs the reduction `ev` (the kernel's root, with no reduction fused in its input) apart when
 // one of the kernels above serves it better than lines_kernel; false if it does not.
 template <class OutT, auto E, class Op, class Child, int D, int F, int NA>
 bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>& ev) {
   using Ev = ReduceEval<Op, Child, D, F, NA>;
-  using A = typename Ev::A;
   DeviceInfo const& d = device_info();
   std::int64_t const resident = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
   Index<D> const& dom = out.shape();
-  std::int64_t const lines = numel_of<D>(dom), count = ev.count;
-  constexpr int warps = block_threads / warp_threads;
-  // Columns: the input's last dim is kept, there are outputs for at least half a warp and
-  // steps for every warp.
-  bool const columns = !ev.block && F > 1 && ev.src[F - 1] >= 0 && lines >= warp_threads / 2 &&
-                       count >= warps;
-  std::int64_t const units = columns ? (lines + warp_threads - 1) / warp_threads : lines;
-  std::int64_t const part_min = columns ? warps * 4            // 4 steps a warp
-                                        : block_threads * 16;  // 16 values a thread
-  if (!columns && (2 * lines > resident || count < 2 * part_min)) return false;
-  std::int64_t chunks = std::max<std::int64_t>(
-      1, std::min((resident + units - 1) / units, count / part_min));
-  std::int64_t chunk = ((count + chunks - 1) / chunks + 15) / 16 * 16;  // 16: as aligned as a line
-  chunks = (count + chunk - 1) / chunk;  // none of them empty
+  std::int64_t const lines = numel_of<D>(dom);
+  Parts const p = parts_for(lines, ev.count, resident, !ev.block && F > 1 && ev.src[F - 1] >= 0);
+  if (p.chunks == 0) return false;
   GroupLinks links;  // a block per part; no records: nothing but the reduction is written
   ev.link(links);
   links.resolve();
-  auto partials = cuda_allocate<A>(lines * chunks);
+  auto partials = cuda_allocate<typename Ev::A>(lines * p.chunks);
   cudaStream_t s = solder::cuda::stream();
-  auto const blocks = static_cast<unsigned>(std::min(units * chunks, resident));
-  if (columns)
-    columns_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
-                                                         static_cast<int>(chunks), chunk);
+  auto const blocks = static_cast<unsigned>(std::min(p.units * p.chunks, resident));
+  auto const chunks = static_cast<int>(p.chunks);
+  if (p.columns)
+    columns_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks,
+                                                         p.chunk);
   else
-    chunk_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
-                                                       static_cast<int>(chunks), chunk);
+    chunk_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks,
+                                                       p.chunk);
   SOLDER_CUDA_CHECK(cudaGetLastError());
   merge_kernel<D, Ev><<<grid_for(lines), block_threads, 0, s>>>(
-      static_cast<A const*>(partials.get()), out.data(), out.strides(), dom, lines,
-      static_cast<int>(chunks), count);
+      static_cast<typename Ev::A const*>(partials.get()), out.data(), out.strides(), dom, lines,
+      chunks, ev.count);
   SOLDER_CUDA_CHECK(cudaGetLastError());
   return true;
 }
