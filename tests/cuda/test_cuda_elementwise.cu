@@ -57,6 +57,26 @@ TEST_CASE("broadcasts, views, casts and comparisons", "[gpu][elementwise]") {
   same_on_both([](auto const& x, auto const& r) { return sd::maximum(x, r) + sd::minimum(x, r); }, a, row);
 }
 
+// Broadcast inputs contiguous along the rows (x + bias) take lines_kernel's rows where they are
+// many and long: a warp per row (3000 rows), a block per row (600 rows of 4096), rows not
+// aligned for vector loads (1027 columns), and a strided view; a column broadcast ([R, 1]) is
+// not contiguous along the rows and takes the strided walk.
+TEST_CASE("broadcast inputs along rows", "[gpu][elementwise]") {
+  std::pair<std::int64_t, std::int64_t> const shapes[] = {{3000, 1024}, {600, 4096}, {3000, 1027}};
+  for (auto [rows, cols] : shapes) {
+    INFO("rows " << rows << ", cols " << cols);
+    auto x = inputs<float>(rows, cols, 4.f);
+    auto b = sd::rand<float>(sd::shape(cols), -1.f, 1.f);
+    auto c = sd::rand<float>(sd::shape(rows, 1), -1.f, 1.f);
+    same_on_both([](auto const& v, auto const& w) { return sd::gelu(v * 0.5f + w); }, x, b);
+    same_on_both([](auto const& v, auto const& w, auto const& u) { return v * w - u; }, x, b, c);
+    same_on_both([](auto const& v) { return sd::slice(v, 1, 2, v.shape()[1] - 5) * 2.f; }, x);
+  }
+  auto h = sd::eval(sd::cast<sd::half>(inputs<float>(3000, 1024, 4.f)));
+  auto hb = sd::eval(sd::cast<sd::half>(sd::rand<float>(sd::shape(1024))));
+  same_on_both([](auto const& v, auto const& w) { return sd::sigmoid(v) + w; }, h, hb);
+}
+
 TEST_CASE("inputs of one type: one tensor read twice, two tensors in one buffer",
           "[gpu][elementwise]") {
   auto x = inputs<float>(2, 4100, 4.f);  // each row 16-byte aligned: the vector walks

@@ -8,7 +8,9 @@
 //   lines_kernel        fused reductions: one group of threads per line (softmax's row, a
 //                       reduction's output), a warp when there are many lines, else the block;
 //                       the group computes the line's reductions, then writes the line, with
-//                       vector loads and stores where the line is aligned;
+//                       vector loads and stores where the line is aligned; also an
+//                       element-wise kernel whose broadcast inputs are contiguous along its
+//                       rows (x + bias), when the rows are many and long (broadcast_rows);
 //   a reduction at the root that a group per output would not serve well runs apart
 //   (fold_apart): few long lines in chunks (chunk_kernel), columns a warp per 32 outputs
 //   (columns_kernel), the parts merged by merge_kernel;
@@ -176,6 +178,69 @@ inline unsigned grid_for(std::int64_t work) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(need, full)));
 }
 
+// A warp per line when there are at least a quarter as many lines as the GPU holds warps;
+// fewer lines would leave most warps idle, so each gets a block.
+inline int group_for(std::int64_t lines) {
+  DeviceInfo const& d = device_info();
+  std::int64_t warps = std::int64_t(d.sm_count) * d.max_threads_per_sm / warp_threads;
+  return lines >= warps / 4 ? warp_threads : block_threads;
+}
+
+// lines_kernel over the lines along the `inner` dims of out.
+template <class OutT, auto E, class Ev>
+void launch_lines(BasicTensor<OutT, E, Cuda>& out, Ev& ev, std::array<bool, rank_of<E>> const& inner) {
+  constexpr int D = rank_of<E>;
+  Index<D> const& dom = out.shape();
+  std::int64_t len = 1, outer = 1;
+  for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
+  int first = D, outermost = 0;
+  while (first > 0 && inner[first - 1]) --first;
+  while (outermost < D - 1 && inner[outermost]) ++outermost;
+  bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
+  bool contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
+  int const group = group_for(outer);
+  GroupLinks links;
+  auto link = [&](GroupLinks::Skip skip) {  // true if every use found its record
+    links = GroupLinks{};
+    links.group = group;
+    links.skip = skip;
+    if (contiguous) links.set_line(len, dom);
+    ev.link(links);
+    return links.resolve();
+  };
+  link(GroupLinks::Skip::mark);
+  if (links.relink && (!link(GroupLinks::Skip::keep) || links.relink)) link(GroupLinks::Skip::none);
+  std::int64_t per_block = block_threads / links.group;
+  std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
+                                               std::int64_t(device_info().sm_count) * 16);
+  lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads,
+                          static_cast<unsigned>(links.record_bytes), solder::cuda::stream()>>>(
+      ev, out.data(), out.strides(), dom, inner, outermost, len, outer, contiguous, links.group,
+      links.record_bytes > 0);
+}
+
+// The rows of an element-wise kernel with broadcast inputs (x + bias, whose bias repeats along
+// dim 0): the trailing dims from the first along which every input and the output are
+// contiguous, where the rows are many and long enough that lines_kernel's group per row (with
+// vector loads and stores) is busy; none (all false) otherwise, for the strided walk (an index
+// computed for every value).
+template <int D, class Ev>
+std::array<bool, D> broadcast_rows(Ev const& ev, Index<D> const& ost, Index<D> const& dom) {
+  std::array<bool, D> rows{};
+  DeviceInfo const& d = device_info();
+  std::int64_t const resident = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
+  for (int first = 1; first < D; ++first) {
+    if (!ev.contiguous(first, dom) || !contiguous_from<D>(first, ost, dom)) continue;
+    std::int64_t len = 1, outer = 1;
+    for (int a = 0; a < D; ++a) (a >= first ? len : outer) *= dom[a];
+    std::int64_t const busy = group_for(outer) == warp_threads ? 4 * warp_threads : 4 * block_threads;
+    if (2 * outer >= resident && len >= busy)
+      for (int a = first; a < D; ++a) rows[a] = true;
+    break;
+  }
+  return rows;
+}
+
 // (OutT is deduced, not read as OutTensor::value_type: see element_of in backend/eval.hpp.)
 template <class OutT, auto E, class Ev>
 void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& lines) {
@@ -194,6 +259,14 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
                                                       : Walk::vector;
     }
     if (walk == Walk::strided) {
+      if constexpr (D > 1) {
+        auto const rows = broadcast_rows<D>(ev, out.strides(), dom);
+        if (std::find(rows.begin(), rows.end(), true) != rows.end()) {
+          launch_lines(out, ev, rows);
+          SOLDER_CUDA_CHECK(cudaGetLastError());
+          return;
+        }
+      }
       elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(
           ev, out.data(), out.strides(), dom, n, walk);
     } else {  // runs of at most max_run values, each from where the last ended
@@ -207,38 +280,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
       }
     }
   } else {
-    std::array<bool, D> inner = lines.axis;
-    std::int64_t len = 1, outer = 1;
-    for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
-    int first = D, outermost = 0;
-    while (first > 0 && inner[first - 1]) --first;
-    while (outermost < D - 1 && inner[outermost]) ++outermost;
-    bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
-    bool contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
-    // A warp per line when there are at least a quarter as many lines as the GPU holds warps;
-    // fewer lines would leave most warps idle, so each gets a block.
-    DeviceInfo const& d = device_info();
-    std::int64_t warps = std::int64_t(d.sm_count) * d.max_threads_per_sm / warp_threads;
-    int const group = outer >= warps / 4 ? warp_threads : block_threads;
-    GroupLinks links;
-    auto link = [&](GroupLinks::Skip skip) {  // true if every use found its record
-      links = GroupLinks{};
-      links.group = group;
-      links.skip = skip;
-      if (contiguous) links.set_line(len, dom);
-      ev.link(links);
-      return links.resolve();
-    };
-    link(GroupLinks::Skip::mark);
-    if (links.relink && (!link(GroupLinks::Skip::keep) || links.relink))
-      link(GroupLinks::Skip::none);
-    std::int64_t per_block = block_threads / links.group;
-    std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
-                                                 std::int64_t(d.sm_count) * 16);
-    lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads,
-                            static_cast<unsigned>(links.record_bytes), s>>>(
-        ev, out.data(), out.strides(), dom, inner, outermost, len, outer, contiguous, links.group,
-        links.record_bytes > 0);
+    launch_lines(out, ev, lines.axis);
   }
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
