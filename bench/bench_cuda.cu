@@ -2,9 +2,10 @@
 // bench_elementwise on 16M floats fused against eager and against a device-to-device copy of the
 // same bytes (the bandwidth limit); softmax and layer_norm over rows of [4096, 1024] (16 MiB,
 // which stays in an H100's L2 cache between calls) and of [16384, 1024] (the chain's bytes, read
-// from HBM) against a copy of their bytes; for information, two statistics: var(m, 0) of
-// [16384, 1024] (batch norm's, reductions over the leading dim) and the root mean square of the
-// 16M floats (device-wide). Kernels are timed with CUDA events (manual time).
+// from HBM) against a copy of their bytes; for information, a bias added to the rows of
+// [16384, 1024] (a broadcast input) and two statistics: var(m, 0) of [16384, 1024] (batch
+// norm's, reductions over the leading dim) and the root mean square of the 16M floats
+// (device-wide). Kernels are timed with CUDA events (manual time).
 // Needs a GPU: without one it prints "skipped: no CUDA device: ..." and exits 0.
 #include <solder/solder.hpp>
 
@@ -101,6 +102,10 @@ void BM_layer_norm(benchmark::State& s) {
   Rows& r = rows_of<Many>();
   timed(s, r.bytes(), [&r] { r.out = sd::layer_norm(r.m, data().gamma, data().beta); });
 }
+void BM_bias_add(benchmark::State& s) {
+  Rows& r = data().many;
+  timed(s, r.bytes(), [&r] { r.out = r.m + data().beta; });
+}
 void BM_column_var(benchmark::State& s) {
   Rows& r = data().many;
   timed(s, r.bytes(), [&r] { data().stats = sd::var(r.m, 0); });  // m read twice
@@ -126,6 +131,7 @@ BENCHMARK(BM_rows_copy<false>)->Name("BM_rows_copy")->Apply([](auto* b) { config
 BENCHMARK(BM_softmax<true>)->Name("BM_softmax_16k")->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_layer_norm<true>)->Name("BM_layer_norm_16k")->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_rows_copy<true>)->Name("BM_rows_copy_16k")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_bias_add)->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_column_var)->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_root_mean_square)->Apply([](auto* b) { configure(b); });
 
@@ -144,8 +150,13 @@ void check() {
   r.out = sd::layer_norm(r.m, d.gamma, d.beta);
   sd::Tensor<float, 2> norm = sd::layer_norm(m, d.gamma.to<sd::Host>(), d.beta.to<sd::Host>());
   sb::check_close("layer_norm: device vs host", sd::to_vector(r.out).data(), norm.data(), rows * cols, 1e-5, 1e-5);
+  d.many.out = d.many.m + d.beta;
+  auto many_host = d.many.m.to<sd::Host>();
+  sd::Tensor<float, 2> biased = many_host + d.beta.to<sd::Host>();
+  sb::check_close("m + bias: device vs host", sd::to_vector(d.many.out).data(), biased.data(),
+                  many_rows * cols, 0);
   d.stats = sd::var(d.many.m, 0);
-  sd::Tensor<float, 1> var = sd::var(d.many.m.to<sd::Host>(), 0);
+  sd::Tensor<float, 1> var = sd::var(many_host, 0);
   sb::check_close("var(m, 0): device vs host", sd::to_vector(d.stats).data(), var.data(), cols, 1e-5, 1e-5);
   d.one = sd::sqrt(sd::mean(d.x * d.x, {0}, sd::keepdim));
   sd::Tensor<float, 1> rms = sd::sqrt(sd::mean(x * x, {0}, sd::keepdim));
@@ -179,6 +190,8 @@ int main(int argc, char** argv) {
                       "BM_softmax_16k", 0.8);
   sb::report_fraction(rep, "layer_norm [16384, 1024] vs device copy", "BM_rows_copy_16k",
                       "BM_layer_norm_16k", 0.8);
+  sb::report_fraction(rep, "m + bias over [16384, 1024] vs a device copy", "BM_rows_copy_16k",
+                      "BM_bias_add");
   // Information: var reads m twice (the mean, then the squares about it), as much as a copy
   // moves; the root mean square reads x once, half a copy's time is its limit.
   sb::report_fraction(rep, "var(m, 0) of [16384, 1024] vs a device copy", "BM_rows_copy_16k",
