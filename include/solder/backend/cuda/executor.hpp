@@ -170,10 +170,15 @@ __global__ void __launch_bounds__(block_threads, 4)
   }
 }
 
+// Blocks of block_threads that the GPU holds at once.
+inline std::int64_t resident_blocks() {
+  DeviceInfo const& d = device_info();
+  return std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
+}
+
 // Blocks for a grid-stride loop over `work` items: enough to fill every SM, no more.
 inline unsigned grid_for(std::int64_t work) {
-  DeviceInfo const& d = device_info();
-  std::int64_t full = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads) * 4;
+  std::int64_t full = resident_blocks() * 4;
   std::int64_t need = (work + block_threads - 1) / block_threads;
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(need, full)));
 }
@@ -227,14 +232,12 @@ void launch_lines(BasicTensor<OutT, E, Cuda>& out, Ev& ev, std::array<bool, rank
 template <int D, class Ev>
 std::array<bool, D> broadcast_rows(Ev const& ev, Index<D> const& ost, Index<D> const& dom) {
   std::array<bool, D> rows{};
-  DeviceInfo const& d = device_info();
-  std::int64_t const resident = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
   for (int first = 1; first < D; ++first) {
     if (!ev.contiguous(first, dom) || !contiguous_from<D>(first, ost, dom)) continue;
     std::int64_t len = 1, outer = 1;
     for (int a = 0; a < D; ++a) (a >= first ? len : outer) *= dom[a];
     std::int64_t const busy = group_for(outer) == warp_threads ? 4 * warp_threads : 4 * block_threads;
-    if (2 * outer >= resident && len >= busy)
+    if (2 * outer >= resident_blocks() && len >= busy)
       for (int a = first; a < D; ++a) rows[a] = true;
     break;
   }
@@ -389,8 +392,7 @@ inline Parts parts_for(std::int64_t lines, std::int64_t count, std::int64_t resi
 template <class OutT, auto E, class Op, class Child, int D, int F, int NA>
 bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>& ev) {
   using Ev = ReduceEval<Op, Child, D, F, NA>;
-  DeviceInfo const& d = device_info();
-  std::int64_t const resident = std::int64_t(d.sm_count) * (d.max_threads_per_sm / block_threads);
+  std::int64_t const resident = resident_blocks();
   Index<D> const& dom = out.shape();
   std::int64_t const lines = numel_of<D>(dom);
   Parts const p = parts_for(lines, ev.count, resident, !ev.block && F > 1 && ev.src[F - 1] >= 0);
