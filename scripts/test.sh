@@ -15,6 +15,10 @@ scripts/install-deps.sh || { echo "test.sh: FAILED installing dependencies"; exi
 # Outside the checkout, so a fresh clone on the same machine (CI) reuses earlier builds.
 export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/solder-ccache}"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"  # paths relative to the checkout: hits across clones
+# The ASan build has debug info, for which ccache also hashes the directory it runs in unless
+# told not to: without this every clone rebuilds it (its objects may then name another clone's
+# paths in their debug info).
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 jobs="${SOLDER_JOBS:-$(nproc)}"
 # nvcc from the CUDA Toolkit's usual place when it is not on the PATH; without it the CUDA
 # targets are skipped (cmake/SolderCuda.cmake says so).
