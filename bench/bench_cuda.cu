@@ -2,7 +2,8 @@
 // bench_elementwise on 16M floats fused against eager and against a device-to-device copy of the
 // same bytes (the bandwidth limit); softmax and layer_norm over rows of [4096, 1024] (16 MiB,
 // which stays in an H100's L2 cache between calls) and of [16384, 1024] (the chain's bytes, read
-// from HBM) against a copy of their bytes; for information, a bias added to the rows of
+// from HBM) against a copy of their bytes, as tensors of any row length and of a static one
+// (sd::ext<sd::dyn, 1024>: the row kernels' variant whose loops unroll); for information, a bias added to the rows of
 // [16384, 1024] (a broadcast input) and two statistics: var(m, 0) of [16384, 1024] (batch
 // norm's, reductions over the leading dim) and the root mean square of the 16M floats
 // (device-wide). Kernels are timed with CUDA events (manual time).
@@ -32,6 +33,8 @@ struct Rows {
   double bytes() const { return 2.0 * static_cast<double>(m.numel()) * sizeof(float); }
   sd::Tensor<float, 2, sd::Cuda> m;
   sd::Tensor<float, 2, sd::Cuda> out;
+  // The same storage seen with the row length static.
+  sd::Tensor<float, sd::ext<sd::dyn, cols>, sd::Cuda> fixed_m = m, fixed_out = out;
 };
 
 struct Data {
@@ -102,6 +105,16 @@ void BM_layer_norm(benchmark::State& s) {
   Rows& r = rows_of<Many>();
   timed(s, r.bytes(), [&r] { r.out = sd::layer_norm(r.m, data().gamma, data().beta); });
 }
+template <bool Many>
+void BM_softmax_static(benchmark::State& s) {
+  Rows& r = rows_of<Many>();
+  timed(s, r.bytes(), [&r] { r.fixed_out = sd::softmax(r.fixed_m, 1); });
+}
+template <bool Many>
+void BM_layer_norm_static(benchmark::State& s) {
+  Rows& r = rows_of<Many>();
+  timed(s, r.bytes(), [&r] { r.fixed_out = sd::layer_norm(r.fixed_m, data().gamma, data().beta); });
+}
 void BM_bias_add(benchmark::State& s) {
   Rows& r = data().many;
   timed(s, r.bytes(), [&r] { r.out = r.m + data().beta; });
@@ -131,6 +144,12 @@ BENCHMARK(BM_rows_copy<false>)->Name("BM_rows_copy")->Apply([](auto* b) { config
 BENCHMARK(BM_softmax<true>)->Name("BM_softmax_16k")->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_layer_norm<true>)->Name("BM_layer_norm_16k")->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_rows_copy<true>)->Name("BM_rows_copy_16k")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_softmax_static<false>)->Name("BM_softmax_static")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_layer_norm_static<false>)->Name("BM_layer_norm_static")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_softmax_static<true>)->Name("BM_softmax_static_16k")->Apply([](auto* b) { configure(b); });
+BENCHMARK(BM_layer_norm_static<true>)
+    ->Name("BM_layer_norm_static_16k")
+    ->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_bias_add)->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_column_var)->Apply([](auto* b) { configure(b); });
 BENCHMARK(BM_root_mean_square)->Apply([](auto* b) { configure(b); });
@@ -150,6 +169,12 @@ void check() {
   r.out = sd::layer_norm(r.m, d.gamma, d.beta);
   sd::Tensor<float, 2> norm = sd::layer_norm(m, d.gamma.to<sd::Host>(), d.beta.to<sd::Host>());
   sb::check_close("layer_norm: device vs host", sd::to_vector(r.out).data(), norm.data(), rows * cols, 1e-5, 1e-5);
+  r.fixed_out = sd::softmax(r.fixed_m, 1);
+  sb::check_close("softmax, length static: device vs host", sd::to_vector(r.out).data(), soft.data(),
+                  rows * cols, 1e-6, 1e-5);
+  r.fixed_out = sd::layer_norm(r.fixed_m, d.gamma, d.beta);
+  sb::check_close("layer_norm, length static: device vs host", sd::to_vector(r.out).data(),
+                  norm.data(), rows * cols, 1e-5, 1e-5);
   d.many.out = d.many.m + d.beta;
   auto many_host = d.many.m.to<sd::Host>();
   sd::Tensor<float, 2> biased = many_host + d.beta.to<sd::Host>();
@@ -190,6 +215,14 @@ int main(int argc, char** argv) {
                       "BM_softmax_16k", 0.8);
   sb::report_fraction(rep, "layer_norm [16384, 1024] vs device copy", "BM_rows_copy_16k",
                       "BM_layer_norm_16k", 0.8);
+  sb::report_fraction(rep, "softmax, length static, vs device copy", "BM_rows_copy",
+                      "BM_softmax_static", 0.8);
+  sb::report_fraction(rep, "layer_norm, length static, vs device copy", "BM_rows_copy",
+                      "BM_layer_norm_static", 0.8);
+  sb::report_fraction(rep, "softmax [16384, 1024], length static, vs device copy",
+                      "BM_rows_copy_16k", "BM_softmax_static_16k", 0.8);
+  sb::report_fraction(rep, "layer_norm [16384, 1024], length static, vs device copy",
+                      "BM_rows_copy_16k", "BM_layer_norm_static_16k", 0.8);
   sb::report_fraction(rep, "m + bias over [16384, 1024] vs a device copy", "BM_rows_copy_16k",
                       "BM_bias_add");
   // Information: var reads m twice (the mean, then the squares about it), as much as a copy

@@ -2,7 +2,8 @@
 """Sizes the machine code (SASS) of the fused softmax and layer-norm row kernels of
 examples/cuda_chain.cu, without a GPU: the instructions of each kernel and of each of its vector
 loops (a fold of a reduction, or the writes of a row), per pass of 4 vector steps where the
-loop is unrolled that far.
+loop is unrolled that far; and of the variant for rows of a static length (1024), whose vector
+steps are all unrolled (no vector loop).
 
     python3 tools/rows_sass.py [--arch 90] [--include include]
 
@@ -42,12 +43,18 @@ def main():
     found = set()
     for name, code in kernels(example_sass(args.arch, args.include)):
         # The fused kernel: a map at the root (a run-time split gives each reduction its own).
-        if "12lines_kernel" not in name or "ENS0_7MapEval" not in name.split("lines_kernel")[1][:20]:
+        m = re.search(r"12lines_kernelI\w+?Li\d+ELi(\d+)E(NS0_7MapEval)?", name)
+        if not m or not m.group(2):
             continue
-        row = next((r for r, marks in ROWS.items() if all(m in name for m in marks)), None)
-        if row is None or row in found:
+        row = next((r for r, marks in ROWS.items() if all(k in name for k in marks)), None)
+        length = int(m.group(1))
+        if row is None or (row, length) in found:
             continue
-        found.add(row)
+        found.add((row, length))
+        if length:
+            print(f"sm_{args.arch} {row}, rows of {length} (static): {len(code)} instructions, "
+                  f"{len(list(vector_loops(code)))} vector loops")
+            continue
         print(f"sm_{args.arch} {row}: {len(code)} instructions")
         for head, end, body in vector_loops(code):
             loads = sum(bool(re.search(r"(LDG\.E|LDS)\.128", op)) for op in body)
@@ -55,10 +62,10 @@ def main():
             kind = "writes" if any("STG.E" in op for op in body) else "fold"
             print(f"  {kind:6} loop {head:#06x}-{end:#06x}: {len(body)} instructions, "
                   f"{loads} vector loads, {stores} vector stores")
-    missing = set(ROWS) - found
+    missing = {(r, n) for r in ROWS for n in (0, 1024)} - found
     if missing:
-        raise SystemExit(f"rows_sass.py: no fused kernel for {', '.join(sorted(missing))}")
-
+        raise SystemExit("rows_sass.py: no fused kernel for " +
+                         ", ".join(f"{r} (rows of {n or 'any length'})" for r, n in sorted(missing)))
 
 if __name__ == "__main__":
     main()

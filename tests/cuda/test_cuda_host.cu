@@ -70,6 +70,35 @@ TEST_CASE("reductions apart: how lines are split into parts", "[cuda][host]") {
       }
 }
 
+// Which row kernels get lines_kernel's variant for a static length (executor.hpp: static_line):
+// the last extent static, in the expression or in the tensor it is stored in, and a warp's
+// line of it at most 16 vector steps a thread.
+TEST_CASE("rows of a static length: the lengths that get the unrolled variant", "[cuda][host]") {
+  // (Types deduced: nvcc's host pass cannot spell these types back in a template argument list.)
+  auto static_line = []<class N, class Out>(N const&, Out const&) {
+    return sd::detail::cuda::static_line<N, Out>();
+  };
+  sd::Tensor<float, sd::ext<sd::dyn, 1024>> fixed(2, 1024);
+  sd::Tensor<float, 2> any(2, 1024);
+  auto fixed_softmax = sd::softmax(fixed, 1);
+  auto any_softmax = sd::softmax(any, 1);
+  CHECK(static_line(fixed_softmax, any) == 1024);  // the expression's
+  CHECK(static_line(any_softmax, fixed) == 1024);  // the output's
+  CHECK(static_line(any_softmax, any) == 0);
+  sd::Tensor<double, sd::ext<sd::dyn, 1024>> two(2, 1024);  // two values a vector: 16 steps
+  auto two_softmax = sd::softmax(two, 1);
+  CHECK(static_line(two_softmax, two) == 1024);
+  sd::Tensor<float, sd::ext<sd::dyn, 1000>> odd(2, 1000);  // not whole steps of a warp
+  auto odd_softmax = sd::softmax(odd, 1);
+  CHECK(static_line(odd_softmax, odd) == 0);
+  sd::Tensor<float, sd::ext<sd::dyn, 4096>> long_rows(2, 4096);  // 32 steps a thread
+  auto long_softmax = sd::softmax(long_rows, 1);
+  CHECK(static_line(long_softmax, long_rows) == 0);
+  sd::Tensor<float, sd::ext<sd::dyn, 128>> short_rows(2, 128);
+  auto short_softmax = sd::softmax(short_rows, 1);
+  CHECK(static_line(short_softmax, short_rows) == 128);
+}
+
 TEST_CASE("half and bfloat16: storage types, maths in float, PyTorch's promotion", "[cuda][host][half]") {
   static_assert(std::is_same_v<sd::promote_t<sd::half, sd::half>, sd::half>);
   static_assert(std::is_same_v<sd::promote_t<sd::half, float>, float>);

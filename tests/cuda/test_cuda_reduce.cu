@@ -207,3 +207,29 @@ TEST_CASE("folds over two inputs of one type: two tensors, or one read twice", "
     close(sd::eval(both(d, e)), sd::eval(both(x, y)), 1e-5);
   }
 }
+
+// Rows of a static length (sd::ext<sd::dyn, 1024>): with a warp per row, lines_kernel's
+// variant with compile-time bounds, every step of a row unrolled. Rows not aligned for vector
+// loads (columns 1 to 1024 of [R, 1025]) take its scalar path; few rows (a block each), the
+// kernel for any length; half rows, the variant with four values a vector.
+TEST_CASE("rows of a static length: loops unrolled", "[gpu][rows]") {
+  using Rows = sd::Tensor<float, sd::ext<sd::dyn, 1024>, sd::Cuda>;
+  for (std::int64_t rows : {6000, 65}) {
+    INFO("rows " << rows);
+    auto x = sd::randn<float>(sd::shape(rows, 1024));
+    auto g = sd::rand<float>(sd::shape(1024));
+    auto b = sd::rand<float>(sd::shape(1024));
+    Rows d = x.to<sd::Cuda>();
+    auto gd = g.to<sd::Cuda>();
+    auto bd = b.to<sd::Cuda>();
+    close(Rows(sd::softmax(d, 1)), sd::eval(sd::softmax(x, 1)), 1e-5);
+    close(Rows(sd::log_softmax(d, 1)), sd::eval(sd::log_softmax(x, 1)), 1e-5);
+    close(Rows(sd::layer_norm(d, gd, bd)), sd::eval(sd::layer_norm(x, g, b)), 1e-4);
+    close(Rows(sd::rms_norm(d, gd)), sd::eval(sd::rms_norm(x, g)), 1e-4);
+    auto wide = sd::randn<float>(sd::shape(rows, 1025));
+    Rows unaligned = sd::slice(wide.to<sd::Cuda>(), 1, 1, 1025);
+    close(Rows(sd::softmax(unaligned, 1)), sd::eval(sd::softmax(sd::slice(wide, 1, 1, 1025), 1)), 1e-5);
+    sd::Tensor<sd::half, sd::ext<sd::dyn, 1024>, sd::Cuda> h = sd::cast<sd::half>(d);
+    close(sd::eval(sd::softmax(h, 1)), sd::eval(sd::softmax(sd::cast<sd::half>(x), 1)), 1e-3);
+  }
+}

@@ -124,7 +124,9 @@ int wrap_dim(std::int64_t d, std::array<std::int64_t, N> const& shape, char cons
 
 namespace detail {
 
-// NumPy broadcasting of compile-time extents: dyn where either is dynamic (checked at run time).
+// NumPy broadcasting of compile-time extents. A static extent other than 1 is the result's
+// whatever the other side is (a dynamic one must be 1 or the same, checked at run time: a
+// softmax's x of [dyn, 1024] against its max of [dyn, dyn] is [dyn, 1024]); dyn otherwise.
 template <int RA, int RB>
 constexpr Extents<(RA > RB ? RA : RB)> broadcast_extents(Extents<RA> a, Extents<RB> b) {
   constexpr int R = RA > RB ? RA : RB;
@@ -132,7 +134,7 @@ constexpr Extents<(RA > RB ? RA : RB)> broadcast_extents(Extents<RA> a, Extents<
   for (int i = 0; i < R; ++i) {
     int ia = i - (R - RA), ib = i - (R - RB);
     std::int64_t x = ia >= 0 ? a.e[ia] : 1, y = ib >= 0 ? b.e[ib] : 1;
-    r.e[i] = x == 1 ? y : y == 1 ? x : (x == dyn || y == dyn) ? dyn : x;
+    r.e[i] = x == 1 ? y : y == 1 ? x : x == dyn ? y : x;
   }
   return r;
 }

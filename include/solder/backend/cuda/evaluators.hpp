@@ -44,6 +44,13 @@ __device__ SOLDER_INLINE void for_steps(I first, I end, I step, F&& f) {
   }
   for (; i < end; i += step) f(i);
 }
+// f(first + s * step) for s = 0 .. S-1: a count known at compile time, so the loop unrolls
+// fully and no thread tests a bound (lines of a static length, lines_kernel).
+template <int S, class I, class F>
+__device__ SOLDER_INLINE void for_count(I first, I step, F&& f) {
+  SOLDER_UNROLL
+  for (int s = 0; s < S; ++s) f(first + s * step);
+}
 
 template <class Op>
 struct MergeOp {
@@ -122,6 +129,7 @@ struct GroupLinks : Links {
   int record_bytes = 0;  // dynamic shared memory per block for records
   Skip skip = Skip::mark;
   bool relink = false;  // mark: a use was found covered; keep: a skipped one no longer is
+  bool folds_lines = true;  // every reduction folds one run of line_len values
 };
 
 // Records of shared inputs (plan.hpp: shared_input) take at most this much shared memory per
@@ -338,6 +346,12 @@ __device__ SOLDER_INLINE Ev sharing_leaves(Ev const& ev) {
   return c;
 }
 
+// ev.prepare(p) in a kernel whose reductions all fold one run of L values, a warp each (L > 0,
+// lines_kernel's static-length variant): each fold's bounds are then compile-time constants.
+// (The shared evaluators' prepare knows no L, so this walks them itself; defined below.)
+template <int L, class Ev, class P>
+__device__ SOLDER_INLINE void prepare_line(Ev& ev, P const& p);
+
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   using Setup = ReduceSetup<Child, D, F, NA>;
@@ -371,6 +385,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   }
   void link(GroupLinks& l) {
     group = l.group;
+    l.folds_lines = l.folds_lines && block && count == l.line_len;
     if (auto* first = static_cast<ReduceEval*>(l.find(id, type_key<ReduceEval>()))) {
       if (first->slot < 0 && l.slots < reuse_slots) first->slot = l.slots++;
       first->publish = first->slot >= 0;
@@ -403,8 +418,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     return f;
   }
   // Every thread of the group calls this for the same line p (the folds synchronize it).
+  // L > 0: the line is a run of L values and the group a warp (prepare_line).
+  template <int L = 0>
   SOLDER_HD SOLDER_INLINE void prepare(Index<D> const& p) {
 #if defined(__CUDA_ARCH__)
+    int const g = L > 0 ? warp_threads : group;
+    std::int64_t const n = L > 0 ? L : count;
     Index<F> const f = line_start(p);
     std::int64_t line = 0;  // which line f starts, for rule 4
     if (reuse || publish) {
@@ -412,20 +431,20 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       for (int k = 0; k < F; ++k) line = line * fdom[k] + f[k];
     }
     if (reuse) {
-      group_sync(group);  // the first use's value is visible
-      Published const& e = reuse_table(group)[slot];
+      group_sync(g);  // the first use's value is visible
+      Published const& e = reuse_table(g)[slot];
       if (e.line == line) {  // the same for the whole group
         std::memcpy(&value, e.value, sizeof(R));
         return;
       }
     }
-    child.prepare(f);
-    A const share = fold_share(f, 0, count, group_rank(group), group);
-    value = static_cast<R>(Op::finalize(group_fold<Op>(share, group), count));
+    prepare_line<L>(child, f);
+    A const share = fold_share<L>(f, 0, n, group_rank(g), g);
+    value = static_cast<R>(Op::finalize(group_fold<Op>(share, g), n));
     if (publish) {
-      group_sync(group);  // every earlier reader of the slot is done with it
-      if (group_rank(group) == 0) {
-        Published& e = reuse_table(group)[slot];
+      group_sync(g);  // every earlier reader of the slot is done with it
+      if (group_rank(g) == 0) {
+        Published& e = reuse_table(g)[slot];
         std::memcpy(e.value, &value, sizeof(R));
         e.line = line;
       }
@@ -452,10 +471,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     return fold_by_index(f, begin, end, rank, step);
   }
   // This thread's share of the fold over values [begin, end) of the line that starts at f: the
-  // rank-th of every `step` of them (vectors of them where the line is contiguous).
+  // rank-th of every `step` of them (vectors of them where the line is contiguous). L > 0: the
+  // line is one run of L values (begin 0, end L) and the step a warp.
+  template <int L = 0>
   __device__ SOLDER_INLINE A fold_share(Index<F> f, std::int64_t begin, std::int64_t end, int rank,
                                         int step) {
-    if (block) {
+    if (L > 0 || block) {
       A acc = Op::template identity<A>();
       child.begin_line(f);
       constexpr int V = vec_width<In>;
@@ -465,11 +486,15 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         auto const first = static_cast<std::int32_t>(begin + rank * V);
         auto const stride = static_cast<std::int32_t>(step * V);
         auto fold = [&](Child const& c) {
-          for_steps<steps_in_flight<Child>>(first, last, stride, [&](std::int32_t n) {
+          auto each = [&](std::int32_t n) {
             auto v = c.template line_vec<V>(n);
             SOLDER_UNROLL
             for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
-          });
+          };
+          if constexpr (L > 0 && L % (warp_threads * V) == 0)  // as many steps for every thread
+            for_count<L / (warp_threads * V)>(first, stride, each);
+          else
+            for_steps<steps_in_flight<Child>>(first, last, stride, each);
         };
         if constexpr (repeated_leaf<Child>) {
           if (shared) fold(sharing_leaves(child));  // one load where the variance reads x twice
@@ -521,6 +546,34 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   SOLDER_HD SOLDER_INLINE R at(Index<D> const&) const { return value; }
   bool contiguous(int, Index<D> const&) const { return true; }  // constant along its lines
 };
+
+template <class Ev>
+inline constexpr bool is_reduce_eval = false;
+template <class Op, class Child, int D, int F, int NA>
+inline constexpr bool is_reduce_eval<ReduceEval<Op, Child, D, F, NA>> = true;
+template <class Ev>
+inline constexpr bool is_recall_eval = false;
+template <class Ev>
+inline constexpr bool is_recall_eval<RecallEval<Ev>> = true;
+
+template <int L, class Ev, class P, std::size_t... I>
+__device__ SOLDER_INLINE void prepare_line_in(Ev& ev, P const& p, std::index_sequence<I...>) {
+  (prepare_line<L>(std::get<I>(ev.c), p), ...);
+}
+template <int L, class Ev, class P>
+__device__ SOLDER_INLINE void prepare_line(Ev& ev, P const& p) {
+  if constexpr (L == 0) {
+    ev.prepare(p);
+  } else if constexpr (is_reduce_eval<Ev>) {
+    ev.template prepare<L>(p);
+  } else if constexpr (requires { typename Ev::Seq; }) {  // a map: its operands
+    prepare_line_in<L>(ev, p, typename Ev::Seq{});
+  } else if constexpr (is_recall_eval<Ev>) {
+    if (!ev.skip) prepare_line<L>(ev.ev, p);
+  } else if constexpr (is_record<Ev>) {
+    prepare_line<L>(ev.ev, p);
+  }  // a leaf or a number: nothing to prepare
+}
 
 }  // namespace solder::detail::cuda
 

@@ -61,20 +61,23 @@ __device__ SOLDER_INLINE void store_vec(T* p, Vec<T, V> const& v) {
 // max_run), then the rest one by one. J: the vector walk's index type, 32-bit (unsigned gives
 // the element-wise chain's loop fewer instructions; signed gives the row kernels' loops fewer:
 // the compiler then steps their line pointers instead of recomputing each address). I: the
-// index type of the rest, 32-bit where the caller knows the run is short enough.
-template <int U, class J, class I, class OutT, class Ev>
+// index type of the rest, 32-bit where the caller knows the run is short enough. S > 0: every
+// thread takes S vector steps (n and step known at compile time).
+template <int U, class J, class I, int S = 0, class OutT, class Ev>
 __device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, I n, I first, I step, bool vec) {
   constexpr int V = vec_width<OutT>;
   I done = 0;
   if (vec) {
     auto const nv = static_cast<J>(n / V);
-    for_steps<U>(static_cast<J>(first), nv, static_cast<J>(step), [&](J i) {
+    auto each = [&](J i) {
       auto v = ev.template line_vec<V>(std::int64_t(i) * V);
       Vec<OutT, V> o;
       SOLDER_UNROLL
       for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
       store_vec(out + std::int64_t(i) * V, o);
-    });
+    };
+    if constexpr (S > 0) for_count<S>(static_cast<J>(first), static_cast<J>(step), each);
+    else for_steps<U>(static_cast<J>(first), nv, static_cast<J>(step), each);
     done = static_cast<I>(nv * V);
   }
   for (I j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
@@ -123,15 +126,21 @@ __global__ void __launch_bounds__(block_threads)
 // Without a minimum, ptxas for sm_90 caps layer norm's kernel at 40 registers and spills.
 // With `records` (shared inputs kept in shared memory), the group synchronizes before it writes a
 // line, whose records other threads may have written, and before it folds the next.
-template <class OutT, int D, class Ev>
+// L > 0: the static-length variant (launch_lines checked that it applies): the lines are
+// contiguous runs of L values, the group a warp, and every reduction folds one such run, so
+// every loop of a line has compile-time bounds and unrolls fully, and no thread tests a bound.
+template <class OutT, int D, int L, class Ev>
 __global__ void __launch_bounds__(block_threads, 4)
     lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
                  int outermost, std::int64_t len, std::int64_t outer, bool contiguous, int group,
                  bool records) {
   constexpr int V = vec_width<OutT>;
-  int const per_block = block_threads >> __popc(static_cast<unsigned>(group - 1));
-  int const rank = group_rank(group);
-  for (std::int64_t o = std::int64_t(blockIdx.x) * per_block + group_index(group); o < outer;
+  constexpr int S = L > 0 && L % (warp_threads * V) == 0 ? L / (warp_threads * V) : 0;
+  int const g = L > 0 ? warp_threads : group;
+  std::int64_t const n = L > 0 ? L : len;
+  int const per_block = block_threads >> __popc(static_cast<unsigned>(g - 1));
+  int const rank = group_rank(g);
+  for (std::int64_t o = std::int64_t(blockIdx.x) * per_block + group_index(g); o < outer;
        o += std::int64_t(gridDim.x) * per_block) {
     Index<D> idx{};
     std::int64_t r = o;
@@ -145,13 +154,13 @@ __global__ void __launch_bounds__(block_threads, 4)
         r /= dom[a];
       }
     }
-    ev.prepare(idx);  // the whole group: its reductions for this line
-    if (records) group_sync(group);
-    if (contiguous) {
+    prepare_line<L>(ev, idx);  // the whole group: its reductions for this line
+    if (records) group_sync(g);
+    if (L > 0 || contiguous) {
       ev.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
-      bool vec = len <= max_run && aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
-      write_run<steps_in_flight<Ev>, std::int32_t, std::int64_t>(ev, op, len, rank, group, vec);
+      bool vec = n <= max_run && aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
+      write_run<steps_in_flight<Ev>, std::int32_t, std::int64_t, S>(ev, op, n, rank, g, vec);
     } else {
       SOLDER_NO_UNROLL  // the kernel's prologue would divide by group for its trip count
       for (std::int64_t j = rank; j < len; j += group) {
@@ -166,7 +175,7 @@ __global__ void __launch_bounds__(block_threads, 4)
         out[dot<D>(k, ost)] = static_cast<OutT>(ev.at(k));
       }
     }
-    if (records) group_sync(group);
+    if (records) group_sync(g);
   }
 }
 
@@ -191,8 +200,25 @@ inline int group_for(std::int64_t lines) {
   return lines >= warps / 4 ? warp_threads : block_threads;
 }
 
-// lines_kernel over the lines along the `inner` dims of out.
-template <class OutT, auto E, class Ev>
+// The static length of a row kernel's lines: the last extent of its expression or of the tensor
+// it is stored in, where that is static and a warp's lines of it take at most 16 vector steps
+// a thread; 0 otherwise. launch_lines takes lines_kernel's variant for it when the lines are
+// that long at run time (a guard on the shape, as DESIGN.md §4 has it).
+template <class N, class OutTensor>
+constexpr std::int64_t static_line() {
+  constexpr int D = N::rank;
+  if constexpr (D == 0) {
+    return 0;
+  } else {
+    constexpr std::int64_t L = N::static_extents[D - 1] != dyn ? N::static_extents[D - 1]
+                                                               : OutTensor::static_extents[D - 1];
+    constexpr std::int64_t per_step = warp_threads * vec_width<typename OutTensor::value_type>;
+    return L > 0 && L % per_step == 0 && L / per_step <= 16 ? L : 0;
+  }
+}
+
+// lines_kernel over the lines along the `inner` dims of out; L: static_line.
+template <std::int64_t L, class OutT, auto E, class Ev>
 void launch_lines(BasicTensor<OutT, E, Cuda>& out, Ev& ev, std::array<bool, rank_of<E>> const& inner) {
   constexpr int D = rank_of<E>;
   Index<D> const& dom = out.shape();
@@ -218,10 +244,16 @@ void launch_lines(BasicTensor<OutT, E, Cuda>& out, Ev& ev, std::array<bool, rank
   std::int64_t per_block = block_threads / links.group;
   std::int64_t blocks = std::min<std::int64_t>((outer + per_block - 1) / per_block,
                                                std::int64_t(device_info().sm_count) * 16);
-  lines_kernel<OutT, D><<<static_cast<unsigned>(blocks), block_threads,
-                          static_cast<unsigned>(links.record_bytes), solder::cuda::stream()>>>(
-      ev, out.data(), out.strides(), dom, inner, outermost, len, outer, contiguous, links.group,
-      links.record_bytes > 0);
+  auto run = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(blocks), block_threads, static_cast<unsigned>(links.record_bytes),
+             solder::cuda::stream()>>>(ev, out.data(), out.strides(), dom, inner, outermost, len,
+                                       outer, contiguous, links.group, links.record_bytes > 0);
+  };
+  if constexpr (L > 0) {
+    if (contiguous && len == L && links.group == warp_threads && links.folds_lines)
+      return run(lines_kernel<OutT, D, static_cast<int>(L), Ev>);
+  }
+  run(lines_kernel<OutT, D, 0, Ev>);
 }
 
 // The rows of an element-wise kernel with broadcast inputs (x + bias, whose bias repeats along
@@ -245,7 +277,8 @@ std::array<bool, D> broadcast_rows(Ev const& ev, Index<D> const& ost, Index<D> c
 }
 
 // (OutT is deduced, not read as OutTensor::value_type: see element_of in backend/eval.hpp.)
-template <class OutT, auto E, class Ev>
+// L: static_line, for the lines of a kernel with reductions.
+template <std::int64_t L = 0, class OutT, auto E, class Ev>
 void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& lines) {
   constexpr int D = rank_of<E>;
   Index<D> const& dom = out.shape();
@@ -265,7 +298,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
       if constexpr (D > 1) {
         auto const rows = broadcast_rows<D>(ev, out.strides(), dom);
         if (std::find(rows.begin(), rows.end(), true) != rows.end()) {
-          launch_lines(out, ev, rows);
+          launch_lines<0>(out, ev, rows);
           SOLDER_CUDA_CHECK(cudaGetLastError());
           return;
         }
@@ -283,7 +316,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
       }
     }
   } else {
-    launch_lines(out, ev, lines.axis);
+    launch_lines<L>(out, ev, lines.axis);
   }
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
@@ -510,7 +543,7 @@ void run_kernel(OutTensor& out, N const& root) {
     if constexpr (!has_fused_reduce<C, C::rank, true>())
       if (fold_apart(out, ev)) return;
   }
-  launch(out, ev, lines);
+  launch<static_line<N, OutTensor>()>(out, ev, lines);
 }
 
 }  // namespace solder::detail::cuda
