@@ -130,10 +130,11 @@ TEST_CASE("static extents", "[tensor][extents]") {
     CHECK_THROWS_AS(T34(d * 2.f), sd::Error);
     // A static extent other than 1 survives broadcasting against a dynamic one, which must
     // then be 1 or the same at run time: a row op over static rows keeps their length.
-    auto mixed = a + sd::Tensor<float, 2>(3, 1);
+    sd::Tensor<float, 2> column(3, 1), wider(3, 5);
+    auto mixed = a + column;
     static_assert(decltype(mixed)::static_extents[0] == 3 && decltype(mixed)::static_extents[1] == 4);
     CHECK(mixed.shape() == sd::Index<2>{3, 4});
-    CHECK_THROWS_AS(a + sd::Tensor<float, 2>(3, 5), sd::Error);
+    CHECK_THROWS_AS(a + wider, sd::Error);
     auto ones = sd::Tensor<float, sd::ext<1, 4>>() + d;
     static_assert(decltype(ones)::static_extents[0] == sd::dyn && decltype(ones)::static_extents[1] == 4);
     sd::Tensor<float, sd::ext<sd::dyn, 4>> rows(5, 4);
