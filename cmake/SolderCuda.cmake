@@ -20,6 +20,11 @@ if(NOT CMAKE_CUDA_HOST_COMPILER)
   set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
 endif()
 enable_language(CUDA)
+# The host pass's level comes from solder_flags_cuda below (nvcc's -O is the host compiler's
+# alone); a second -O on nvcc's line would draw a warning.
+foreach(config RELEASE RELWITHDEBINFO MINSIZEREL)
+  string(REGEX REPLACE "(^| )-O[0-3s]( |$)" " " CMAKE_CUDA_FLAGS_${config} "${CMAKE_CUDA_FLAGS_${config}}")
+endforeach()
 find_package(CUDAToolkit REQUIRED)
 set(SOLDER_HAVE_CUDA ON)
 if(PROJECT_IS_TOP_LEVEL AND SOLDER_CCACHE_PROGRAM AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
@@ -34,10 +39,9 @@ target_compile_options(solder_flags_cuda INTERFACE
   $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall,-Wextra>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOLDER_WERROR}>>:-Werror=all-warnings>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SOLDER_NATIVE}>>:-Xcompiler=-march=native>
-  # The host pass at -O2, as the C++ targets, or at the target's SOLDER_CUDA_HOST_OPT: nvcc's -O
-  # is the host compiler's alone, and the last one counts (after Release's -O3; -Xcompiler=-O2
-  # would come before nvcc's own -O3 on g++'s line, and lose). The device code is optimized in
-  # full whatever the level.
+  # The host pass at -O2, as the C++ targets, or at the target's SOLDER_CUDA_HOST_OPT (not
+  # -Xcompiler=-O2, which comes before nvcc's own -O on g++'s line, and loses). The device code
+  # is optimized in full whatever the level.
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<NOT:$<CONFIG:Debug>>>:-O$<IF:$<STREQUAL:$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>,>,2,$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>>>)
 target_link_libraries(solder_flags_cuda INTERFACE solder::solder CUDA::cudart)
 

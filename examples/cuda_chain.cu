@@ -68,32 +68,25 @@ int main() {
     auto gamma = sd::rand<float, sd::Cuda>(sd::shape(cols));
     auto beta = sd::rand<float, sd::Cuda>(sd::shape(cols));
     sd::Tensor<float, 2, sd::Cuda> out(m.shape()), mcopy(m.shape());
-    float soft = time_ms(runs, [&] { out = sd::softmax(m, 1); });
-    float norm = time_ms(runs, [&] { out = sd::layer_norm(m, gamma, beta); });
     float mroof = time_ms(runs, [&] { copy_bytes(mcopy, m); });
     auto mh = m.to<sd::Host>();
-    out = sd::softmax(m, 1);
-    float soft_err = max_diff(out, sd::softmax(mh, 1));
-    out = sd::layer_norm(m, gamma, beta);
-    float norm_err = max_diff(out, sd::layer_norm(mh, gamma.to<sd::Host>(), beta.to<sd::Host>()));
-    std::printf("rows [%lld, %lld]: softmax %.3f ms (%.2f of copy), layer_norm %.3f ms (%.2f of "
-                "copy), copy %.3f ms; max |gpu - host| = %g, %g\n",
-                static_cast<long long>(rows), static_cast<long long>(cols), soft, mroof / soft, norm,
-                mroof / norm, mroof, soft_err, norm_err);
-
+    // Softmax and layer norm over the rows of `in` into `dst`, timed and checked.
+    auto row_ops = [&](char const* label, auto const& in, auto& dst) {
+      float soft = time_ms(runs, [&] { dst = sd::softmax(in, 1); });
+      float norm = time_ms(runs, [&] { dst = sd::layer_norm(in, gamma, beta); });
+      dst = sd::softmax(in, 1);
+      float soft_err = max_diff(dst, sd::softmax(mh, 1));
+      dst = sd::layer_norm(in, gamma, beta);
+      float norm_err = max_diff(dst, sd::layer_norm(mh, gamma.to<sd::Host>(), beta.to<sd::Host>()));
+      std::printf("rows [%lld, %lld]%s: softmax %.3f ms (%.2f of copy), layer_norm %.3f ms (%.2f "
+                  "of copy), copy %.3f ms; max |gpu - host| = %g, %g\n",
+                  static_cast<long long>(rows), static_cast<long long>(cols), label, soft,
+                  mroof / soft, norm, mroof / norm, mroof, soft_err, norm_err);
+    };
+    row_ops("", m, out);
     // The same rows with their length static: the row kernels' variant whose loops unroll.
-    sd::Tensor<float, sd::ext<sd::dyn, cols>, sd::Cuda> ms = m, sout(m.shape());
-    float soft_static = time_ms(runs, [&] { sout = sd::softmax(ms, 1); });
-    float norm_static = time_ms(runs, [&] { sout = sd::layer_norm(ms, gamma, beta); });
-    sout = sd::softmax(ms, 1);
-    float soft_static_err = max_diff(sout, sd::softmax(mh, 1));
-    sout = sd::layer_norm(ms, gamma, beta);
-    float norm_static_err = max_diff(sout, sd::layer_norm(mh, gamma.to<sd::Host>(), beta.to<sd::Host>()));
-    std::printf("rows [%lld, %lld], length static: softmax %.3f ms (%.2f of copy), layer_norm %.3f "
-                "ms (%.2f of copy); max |gpu - host| = %g, %g\n",
-                static_cast<long long>(rows), static_cast<long long>(cols), soft_static,
-                mroof / soft_static, norm_static, mroof / norm_static, soft_static_err,
-                norm_static_err);
+    sd::Tensor<float, sd::ext<sd::dyn, cols>, sd::Cuda> ms = m, sout = out;
+    row_ops(", length static", ms, sout);
 
     // Statistics: batch norm's, per column (reductions over the leading dim), and one value of
     // all of x (device-wide). var reads m twice (the mean, then the squares about it), as much
