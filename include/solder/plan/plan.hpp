@@ -235,8 +235,8 @@ enum class RunTimeBreak {
   leading_dims,
   // on the GPU, a kernel with few lines folds a long input (softmax over [4, 10^7], the var of
   // a vector, sqrt(mean(x * x))): a block per line would leave most of the GPU idle, so each
-  // reduction runs on its own, over all of the GPU (device-wide for one value, in chunks for a
-  // few), and the rest reads their results.
+  // reduction runs on its own, over all of the GPU (device-wide when it folds all dims, in
+  // chunks otherwise), and the rest reads their results.
   few_long_lines,
 };
 

@@ -15,7 +15,7 @@
 //   (fold_apart): few long lines in chunks (chunk_kernel), columns a warp per 32 outputs
 //   (columns_kernel), the parts merged by merge_kernel;
 //   a kernel with few long lines runs each reduction on its own (RunTimeBreak::few_long_lines),
-//   one into one value on CUB's device-wide reduce over the fused input expression;
+//   one over all dims on CUB's device-wide reduce over the fused input expression;
 //   fill_kernel         the factories (rand, randn, full): element i is f(i).
 // Kernels are queued on solder's stream (sd::cuda::stream()) and checked when launched.
 #pragma once
@@ -437,10 +437,15 @@ bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>
   cudaStream_t s = solder::cuda::stream();
   auto const blocks = static_cast<unsigned>(std::min(p.units * p.chunks, resident));
   auto const chunks = static_cast<int>(p.chunks);
-  if (p.columns)
-    columns_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks,
-                                                         p.chunk);
-  else
+  bool columns_run = false;
+  if constexpr (F > 1) {  // (a rank-1 input has no columns: no kernel built for them)
+    if (p.columns) {
+      columns_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
+                                                           chunks, p.chunk);
+      columns_run = true;
+    }
+  }
+  if (!columns_run)
     chunk_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks,
                                                        p.chunk);
   SOLDER_CUDA_CHECK(cudaGetLastError());
@@ -521,10 +526,15 @@ void run_kernel(OutTensor& out, N const& root) {
   Lines<D> lines = plan_lines<D, false>(root, dom, split);
   Temps temps;  // breaks' storage: freed in stream order after this kernel
   if constexpr (is_reduce<N>::value) {
-    if (split == RunTimeBreak::few_long_lines && numel_of<D>(dom) == 1) {  // CUB, device-wide
-      using C = decltype(root.child);
-      device_reduce<has_fused_reduce<C, C::rank, true>()>(out, root, temps);
-      return;
+    using C = decltype(root.child);
+    // CUB, device-wide. Only for a reduction over all dims: its kernels are the largest built
+    // for a reduction, and one over some dims that meets a single output at run time ([1, n]
+    // summed over dim 1) runs as well in chunks (fold_apart).
+    if constexpr (N::naxes == C::rank) {
+      if (split == RunTimeBreak::few_long_lines) {
+        device_reduce<has_fused_reduce<C, C::rank, true>()>(out, root, temps);
+        return;
+      }
     }
   }
   if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)

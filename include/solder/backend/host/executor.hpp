@@ -128,6 +128,15 @@ SOLDER_INLINE void store_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
     write_run<R>(out, e, b, n);
   }
 }
+// store_run over part of a run, on a copy of `ev` (kept in registers): out[0, n) is the value
+// b of the line ev is at. One copy per kernel type, out of line, for the callers that write a
+// run in parts (threads' shares, chunks of repeating inputs).
+template <bool Light, class OutT, class Ev>
+[[gnu::noinline]] void write_part(OutT* out, Ev const& ev, std::int64_t b, std::int64_t n,
+                                  bool stream) {
+  Ev e = ev;
+  store_run<Light, Read::plain>(out, e, b, n, stream);
+}
 // Streamed stores are weakly ordered: each thread fences its own before the output is read.
 SOLDER_INLINE void end_stores(bool stream) {
 #if defined(__SSE2__)
@@ -148,7 +157,7 @@ void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, s
   in.begin(std::min(repeat_chunk, end - b));
   in.advance(b);
   for (std::int64_t c = b; c < end; c += repeat_chunk) {
-    store_run<Light, Read::plain>(out + c, e, 0, std::min(repeat_chunk, end - c), stream);
+    write_part<Light>(out + c, e, 0, std::min(repeat_chunk, end - c), stream);
     in.advance(repeat_chunk);
   }
 }
@@ -178,21 +187,33 @@ void write_repeating_share(Ev const& ev, OutT* out, Index<D> const& at, std::int
   write_repeating<Light>(out, e, in, b, end, stream);
 }
 
+// What a kernel's lines can be, known at compile time: only the loops that can run are
+// compiled (each is a vectorized loop or two per kernel type).
+enum class LineKind {
+  outputs,      // one output each: a reduction at the kernel's root
+  runs,         // contiguous runs too: no reduction fused, so no input is shared
+  shared_runs,  // contiguous runs whose shared inputs may be recorded (Read::shared)
+};
+
 // Lines [o_begin, o_end) of the output: prepare each line's reductions, then write it.
 // Works on its own copy of the evaluator: a local whose address never escapes, so the
 // compiler keeps its per-line values (reductions, pointers) in registers and hoists what
 // depends only on them (layer norm's rsqrt) out of the vectorized loop.
-template <bool Light, class OutT, int D, class Ev>
+template <bool Light, LineKind K, class OutT, int D, class Ev>
 void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
                  std::array<bool, D> const& inner, bool contiguous, Read read, bool stream,
                  std::int64_t len, std::int64_t o_begin, std::int64_t o_end) {
-  if (contiguous && read == Read::repeat)
-    return write_repeating_lines<Light, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end, stream);
+  if constexpr (K != LineKind::outputs) {
+    if (contiguous && read == Read::repeat)
+      return write_repeating_lines<Light, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end, stream);
+  }
   Ev e = ev;
   Links links;  // the copy's reductions link to each other, shared inputs to their records
   if (contiguous) links.set_line(len, dom);
   e.link(links);
-  if (links.resolve()) read = Read::shared;
+  bool const shared = links.resolve();
+  if constexpr (K == LineKind::shared_runs)
+    if (shared) read = Read::shared;
   // The next line's inputs and output are requested while this one is computed: the hardware
   // prefetcher stops at page boundaries, and a line of a few KiB is a page or two. (Short lines
   // would pay more for it than they wait; long ones stream.)
@@ -209,19 +230,26 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
       if (prefetch_out) prefetch_run(out + dot<D>(next, ost), len, true);
     }
     e.prepare(idx);
-    if (contiguous) {
-      e.begin_line(idx);
-      OutT* op = out + dot<D>(idx, ost);
-      if (read == Read::shared) store_run<Light, Read::shared>(op, e, 0, len, stream);
-      else store_run<Light, Read::plain>(op, e, 0, len, stream);
-    } else {
-      for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
-        out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
-        for (int a = D - 1; a >= 0; --a) {
-          if (!inner[a]) continue;
-          if (++idx[a] < dom[a]) break;
-          idx[a] = 0;
+    if constexpr (K != LineKind::outputs) {
+      if (contiguous) {
+        e.begin_line(idx);
+        OutT* op = out + dot<D>(idx, ost);
+        if constexpr (K == LineKind::shared_runs) {
+          if (read == Read::shared) {
+            store_run<Light, Read::shared>(op, e, 0, len, stream);
+            continue;
+          }
         }
+        store_run<Light, Read::plain>(op, e, 0, len, stream);
+        continue;
+      }
+    }
+    for (std::int64_t j = 0; j < len; ++j) {  // odometer over the inner axes
+      out[dot<D>(idx, ost)] = static_cast<OutT>(e.at(idx));
+      for (int a = D - 1; a >= 0; --a) {
+        if (!inner[a]) continue;
+        if (++idx[a] < dom[a]) break;
+        idx[a] = 0;
       }
     }
   }
@@ -231,7 +259,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
 // `contiguous` says those axes form a trailing block that every input and the output walk
 // as one run, read the way `read` says, its stores streamed when `stream`. Serial kernels
 // never enter an OpenMP region (entering one costs microseconds).
-template <bool Light, class OutT, int D, class Ev>
+template <bool Light, LineKind K, class OutT, int D, class Ev>
 void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
            std::array<bool, D> const& inner, bool contiguous, Read read, bool stream,
            std::int64_t work) {
@@ -242,45 +270,51 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
 
   if (threads == 1) {
     ev.set_split(false);
-    write_lines<Light, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
+    write_lines<Light, K, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
     end_stores(stream);
-  } else if (outer == 1 && contiguous) {
-    // One long run: prepare it once, then split the run itself across threads.
-    ev.set_split(false);
-    Links links;
-    ev.link(links);
-    Index<D> zero{};
-    ev.prepare(zero);
-    SOLDER_OMP(parallel) {
-      auto [b, end] = my_share(len, 16);  // whole cache lines
-      if (read == Read::repeat) {
-        write_repeating_share<Light, OutT, D>(ev, out, zero, b, end, stream);
-      } else {
-        Ev e = ev;
-        e.begin_line(zero);
-        store_run<Light, Read::plain>(out + b, e, b, end - b, stream);
+    return;
+  }
+  if constexpr (K != LineKind::outputs) {
+    if (outer == 1 && contiguous) {
+      // One long run: prepare it once, then split the run itself across threads.
+      ev.set_split(false);
+      Links links;
+      ev.link(links);
+      Index<D> zero{};
+      ev.prepare(zero);
+      SOLDER_OMP(parallel) {
+        auto [b, end] = my_share(len, 16);  // whole cache lines
+        if (read == Read::repeat) {
+          write_repeating_share<Light, OutT, D>(ev, out, zero, b, end, stream);
+        } else {
+          Ev e = ev;
+          e.begin_line(zero);
+          write_part<Light>(out + b, e, b, end - b, stream);
+        }
+        end_stores(stream);
       }
-      end_stores(stream);
+      return;
     }
-  } else if (outer < threads) {
+  }
+  if (outer < threads) {
     // Too few lines to share out: a lone reduction splits its own work instead.
     ev.set_split(true);
-    write_lines<Light, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
+    write_lines<Light, K, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
     end_stores(stream);
   } else {
     ev.set_split(false);
     SOLDER_OMP(parallel) {
       auto [b, end] = my_share(outer, 1);
-      write_lines<Light, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, b, end);
+      write_lines<Light, K, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, b, end);
       end_stores(stream);
     }
   }
 }
 
-// Decides the loop for a built evaluator and runs it. Light: the kernel has no ops::Heavy maths.
-template <bool Light, class OutTensor, class Ev>
-void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool has_reduce,
-              std::int64_t work) {
+// Decides the loop for a built evaluator and runs it. Light: the kernel has no ops::Heavy maths;
+// K: runs, or shared_runs where a reduction is fused.
+template <bool Light, LineKind K, class OutTensor, class Ev>
+void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, std::int64_t work) {
   constexpr int D = OutTensor::rank;
   using OutT = typename OutTensor::value_type;
   Index<D> const& dom = out.shape();
@@ -293,7 +327,7 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
     while (first > 0 && inner[first - 1]) --first;
     bool trailing = std::count(inner.begin(), inner.end(), true) == D - first;
     contiguous = trailing && ev.contiguous(first, dom) && contiguous_from<D>(first, out.strides(), dom);
-  } else if (!has_reduce) {  // element-wise: the longest trailing block walked as one run
+  } else if constexpr (K == LineKind::runs) {  // element-wise: the longest trailing block as one run
     auto run_start = [&](auto walks) {
       int from = D;
       while (from > 0 && walks(from - 1) && contiguous_from<D>(from - 1, out.strides(), dom)) --from;
@@ -312,7 +346,16 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, bool 
   }  // else: a reduction kernel, one output per line
   std::int64_t const out_bytes = numel_of<D>(dom) * std::int64_t(sizeof(OutT));
   bool stream = Light && contiguous && out_bytes >= stream_min_bytes();
-  drive<Light, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, stream, work);
+  drive<Light, K, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, stream, work);
+}
+
+// A reduction at the kernel's root: one output per line, each folded in prepare().
+template <class OutTensor, class Ev>
+void run_reduce(OutTensor& out, Ev& ev, std::int64_t work) {
+  constexpr int D = OutTensor::rank;
+  drive<false, LineKind::outputs, typename OutTensor::value_type, D>(
+      out.data(), out.strides(), out.shape(), ev, std::array<bool, D>{}, false, Read::plain, false,
+      work);
 }
 
 // A reduction whose input ends in kept dims that are one contiguous run (column sums, sum(x, 1)
@@ -348,26 +391,27 @@ void run_kernel(OutTensor& out, N const& root) {
     if constexpr (is_reduce<N>::value) {
       auto ev = make_reduce_eval<D, true>(root, temps);
       std::int64_t work = numel_of<decltype(root.child)::rank>(root.child.shape());
-      if (!write_columns(out, ev, work)) run_eval<false>(out, ev, Lines<D>{}, true, work);
+      if (!write_columns(out, ev, work)) run_reduce(out, ev, work);
     } else {
       auto ev = make_eval<D, false, true>(root, dom, temps);
-      run_eval<!heavy_maths<N, D, false>()>(out, ev, Lines<D>{}, false, numel_of<D>(dom));
+      run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, numel_of<D>(dom));
     }
     return;
   }
   auto ev = make_eval<D, false, false, N>(root, dom, temps);
-  bool has_reduce = false;
   std::int64_t work = numel_of<D>(dom);
   for_each_fused_reduce<D, false>(root, [&](auto const& r) {
-    has_reduce = true;
     work = std::max(work, numel_of<decltype(r.child)::rank>(r.child.shape()));
   });
   if constexpr (is_reduce<N>::value) {  // (nested ones would need preparing per output: split)
     using C = decltype(root.child);
     if constexpr (!has_fused_reduce<C, C::rank, true>())
       if (write_columns(out, ev, work)) return;
+    run_reduce(out, ev, work);
+  } else {
+    constexpr auto kind = has_fused_reduce<N, D, false>() ? LineKind::shared_runs : LineKind::runs;
+    run_eval<!heavy_maths<N, D, false>(), kind>(out, ev, lines, work);
   }
-  run_eval<!heavy_maths<N, D, false>()>(out, ev, lines, has_reduce, work);
 }
 
 }  // namespace solder::detail::host
