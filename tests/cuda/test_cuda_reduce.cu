@@ -99,6 +99,9 @@ TEST_CASE("few long lines: folded in chunks", "[gpu][reduce]") {
   same_bits(sd::eval(sd::max(d, 1)), sd::eval(sd::max(x, 1)));
   same_bits(sd::eval(sd::argmax(d, 1)), sd::eval(sd::argmax(x, 1)));
   same_bits(sd::eval(sd::argmin(d * d, 1)), sd::eval(sd::argmin(x * x, 1)));
+  // One line: a single output, but not a reduction over all dims, so in chunks (not CUB).
+  auto one = sd::rand<float>(sd::shape(1, 200003), -1.f, 1.f);
+  close(sd::eval(sd::sum(one.to<sd::Cuda>(), 1)), sd::eval(sd::sum(one, 1)), 1e-5);
   auto aligned = sd::rand<float>(sd::shape(4, 65536), -1.f, 1.f);
   auto ad = aligned.to<sd::Cuda>();
   close(sd::eval(sd::sum(ad * 2.f, 1)), sd::eval(sd::sum(aligned * 2.f, 1)), 1e-5);
