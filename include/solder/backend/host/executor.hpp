@@ -7,9 +7,10 @@
 //   * columns: a reduction whose input ends in kept dims folds a tile of outputs a row at a
 //     time (column sums, sum(x, 1) of [B, T, C]);
 //   * general: any strides and broadcasts, index by index.
-// Work is split statically over threads, so results are deterministic for a thread count;
-// small kernels never fork threads. Large outputs of kernels bound by memory are written with
-// non-temporal stores (store_run).
+// Only the loops a kernel can take are compiled for it (LineKind): a reduction at the root never
+// writes runs. Work is split statically over threads, so results are deterministic for a
+// thread count; small kernels never fork threads. Large outputs of kernels bound by memory are
+// written with non-temporal stores (store_run).
 #pragma once
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -128,9 +129,9 @@ SOLDER_INLINE void store_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
     write_run<R>(out, e, b, n);
   }
 }
-// store_run over part of a run, on a copy of `ev` (kept in registers): out[0, n) is the value
-// b of the line ev is at. One copy per kernel type, out of line, for the callers that write a
-// run in parts (threads' shares, chunks of repeating inputs).
+// store_run on a copy of `ev` (kept in registers): out[j] = the value b + j of the line ev is
+// at, for j in [0, n). One copy per kernel type, out of line, for the callers that write a run
+// in parts (threads' shares, chunks of repeating inputs).
 template <bool Light, class OutT, class Ev>
 [[gnu::noinline]] void write_part(OutT* out, Ev const& ev, std::int64_t b, std::int64_t n,
                                   bool stream) {
