@@ -437,17 +437,10 @@ bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>
   cudaStream_t s = solder::cuda::stream();
   auto const blocks = static_cast<unsigned>(std::min(p.units * p.chunks, resident));
   auto const chunks = static_cast<int>(p.chunks);
-  bool columns_run = false;
-  if constexpr (F > 1) {  // (a rank-1 input has no columns: no kernel built for them)
-    if (p.columns) {
-      columns_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines,
-                                                           chunks, p.chunk);
-      columns_run = true;
-    }
-  }
-  if (!columns_run)
-    chunk_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks,
-                                                       p.chunk);
+  auto kernel = chunk_kernel<D, Ev>;
+  if constexpr (F > 1)  // (a rank-1 input has no columns: no kernel built for them)
+    if (p.columns) kernel = columns_kernel<D, Ev>;
+  kernel<<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks, p.chunk);
   SOLDER_CUDA_CHECK(cudaGetLastError());
   merge_kernel<D, Ev><<<grid_for(lines), block_threads, 0, s>>>(
       static_cast<typename Ev::A const*>(partials.get()), out.data(), out.strides(), dom, lines,
