@@ -45,16 +45,28 @@ target_compile_options(solder_flags_cuda INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<NOT:$<CONFIG:Debug>>>:-O$<IF:$<STREQUAL:$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>,>,2,$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>>>)
 target_link_libraries(solder_flags_cuda INTERFACE solder::solder CUDA::cudart)
 
-# solder_add_cuda_executable(<name> <source> [HOST_OPT <level>]): one .cu file, the project's
-# CUDA flags; HOST_OPT: the host pass's optimization level, for programs whose host code need
-# not be fast (the GPU tests: their host side computes references; at -O0 each builds in about a
-# fifth less time, where CI builds them and cannot run them).
+# solder_add_cuda_executable(<name> <source> [HOST_OPT <level>] [KERNEL_REPORT]): one .cu file,
+# the project's CUDA flags.
+#   HOST_OPT: the host pass's optimization level, for programs whose host code need not be fast
+#     (the GPU tests: their host side computes references; at -O0 each builds in about a fifth
+#     less time, where CI builds them and cannot run them).
+#   KERNEL_REPORT: ptxas's report on every kernel it builds, for each architecture (`ptxas -v`:
+#     registers, stack frame, spills), goes to <the target's build dir>/<name>.kernels.txt when
+#     the source is compiled, and not to the build's output; tests read it
+#     (tests/cuda/check_kernels.cmake), so that what they check is what was built.
+set(_solder_kernel_report "${CMAKE_CURRENT_LIST_DIR}/kernel-report.sh")
 function(solder_add_cuda_executable name src)
-  cmake_parse_arguments(arg "" "HOST_OPT" "" ${ARGN})
+  cmake_parse_arguments(arg "KERNEL_REPORT" "HOST_OPT" "" ${ARGN})
   _solder_check_target_name(${name} "${src}")
   add_executable(${name} "${src}")
   target_link_libraries(${name} PRIVATE solder_flags_cuda)
   if(DEFINED arg_HOST_OPT)
     set_target_properties(${name} PROPERTIES SOLDER_CUDA_HOST_OPT "${arg_HOST_OPT}")
+  endif()
+  if(arg_KERNEL_REPORT)
+    target_compile_options(${name} PRIVATE -Xptxas=-v)
+    set(launcher bash "${_solder_kernel_report}" "${CMAKE_CURRENT_BINARY_DIR}/${name}.kernels.txt")
+    list(APPEND launcher ${CMAKE_CUDA_COMPILER_LAUNCHER})  # ccache, where there is one
+    set_target_properties(${name} PROPERTIES CUDA_COMPILER_LAUNCHER "${launcher}")
   endif()
 endfunction()

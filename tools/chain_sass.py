@@ -5,7 +5,7 @@ H100 (docs/benchmarks.md), so this count is what a change to its maths moves.
 
     python3 tools/chain_sass.py [--arch 90] [--include include]
 
-Compiles the example's device code with nvcc (as tests/cuda/check_kernels.cmake does),
+Compiles the example's device code with nvcc (with the flags of the build's CUDA targets),
 disassembles it with cuobjdump (not in /usr/local/cuda/bin here: `pip install
 nvidia-cuda-cuobjdump` in a virtual environment, or set CUOBJDUMP) and reads the kernel's vector
 loops, one per vector walk (x read once per use, and once in all where the walk shares it): the

@@ -1,39 +1,38 @@
-# What nvcc builds for the element-wise chain example (examples/cuda_chain.cu), for one
-# architecture: compiles its device code with `ptxas -v` and reads the report.
+# What nvcc built for the element-wise chain example (examples/cuda_chain.cu), for one
+# architecture, from ptxas's report written when the example was compiled (KERNEL_REPORT in
+# cmake/SolderCuda.cmake):
 #   - the fused chain (the one kernel whose evaluator holds both tanh and sigmoid) is exactly one
 #     entry function: one kernel per fused expression type;
 #   - no solder kernel (element-wise, row/line, fill) uses local memory: no register spills and
 #     no stack frame (an evaluator kept in local memory).
 # Prints one line per solder kernel: registers, stack frame, spills.
-# Usage: cmake -DNVCC=<nvcc> -DARCH=<80> -DINCLUDE=<include dir> -DSOURCE=<.cu> -DWORK=<dir>
-#              -P check_kernels.cmake
-foreach(v NVCC ARCH INCLUDE SOURCE WORK)
+# Usage: cmake -DARCH=<80> -DREPORT=<build>/examples/cuda_chain.kernels.txt -P check_kernels.cmake
+foreach(v ARCH REPORT)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "check_kernels.cmake: -D${v}=... is required")
   endif()
 endforeach()
-
-execute_process(
-  COMMAND "${NVCC}" -std=c++20 --expt-relaxed-constexpr -fmad=false -O2 "-I${INCLUDE}"
-          -Xcompiler=-fopenmp -cubin -gencode "arch=compute_${ARCH},code=sm_${ARCH}" -Xptxas=-v
-          "${SOURCE}" -o "${WORK}/cuda_chain.sm_${ARCH}.cubin"
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "nvcc failed (${rc}):\n${out}${err}")
+if(NOT EXISTS "${REPORT}")
+  message(FATAL_ERROR "no report at ${REPORT}: build the example cuda_chain first")
 endif()
+file(READ "${REPORT}" report)
 
-string(REPLACE ";" "," report "${out}${err}")
+string(REPLACE ";" "," report "${report}")
 string(REPLACE "\n" ";" lines "${report}")
 set(entry "")
+set(kind "")
 set(entries 0)
 set(solder 0)
 set(chain 0)
 set(bad "")
 foreach(line IN LISTS lines)
-  if(line MATCHES "Compiling entry function '([^']+)' for 'sm_${ARCH}'")
+  if(line MATCHES "Compiling entry function '([^']+)' for 'sm_([0-9]+)'")
     set(entry "${CMAKE_MATCH_1}")
+    set(kind "")  # (stays empty for another architecture's entries: the lines that follow are skipped)
+    if(NOT CMAKE_MATCH_2 STREQUAL ARCH)
+      continue()
+    endif()
     math(EXPR entries "${entries} + 1")
-    set(kind "")
     if(entry MATCHES "6solder6detail4cuda([0-9]+)([a-z_]+)I")
       set(kind "${CMAKE_MATCH_2}")
       math(EXPR solder "${solder} + 1")
