@@ -1,54 +1,67 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one command, on a machine with one (and nvcc):
-# builds the CUDA targets in build-cuda/ (Release, sm_80 + sm_90 unless SOLDER_CUDA_ARCHS says
-# otherwise, e.g. SOLDER_CUDA_ARCHS=native), runs the CUDA tests (labels gpu and cuda), the chain
-# example and the GPU benchmarks, and ends with a short table.
-#   SOLDER_JOBS=<n>        parallel build jobs (default: nproc)
-#   SOLDER_NO_INSTALL=1    do not install dependencies (an offline machine that has them, or
-#                          finds them through CMAKE_PREFIX_PATH)
-#   SOLDER_GPU_SANITIZE=1  also run the gpu tests under compute-sanitizer (memcheck, racecheck,
-#                          synccheck): several minutes more
+# Everything that needs a GPU, in one command.
+#   scripts/gpu-check.sh                 on a machine with a GPU, nvcc and solder's build
+#                                        dependencies (or network access to install them):
+#                                        builds the CUDA targets in build-cuda/ (Release), runs
+#                                        the ptxas checks, then scripts/gpu-run.sh: the CUDA test
+#                                        programs, the chain example and the GPU benchmarks,
+#                                        and a short table.
+#   scripts/gpu-check.sh --bundle [dir]  on any machine with nvcc (no GPU needed), for a GPU
+#                                        machine that has the CUDA driver but not the build
+#                                        dependencies (Catch2, Google Benchmark): builds the same
+#                                        programs in build-gpu/ and copies them to <dir>
+#                                        (default gpu-bundle/, ignored by git), with the shared
+#                                        libraries they link that such a machine may lack
+#                                        (Google Benchmark's, the CUDA runtime they were built
+#                                        with). On the GPU machine: scripts/gpu-run.sh <dir>.
+#   SOLDER_CUDA_ARCHS=<list>  architectures (default: 80;90; with --bundle 90-real, machine code
+#                             for H100 and H200 alone: one builds in half the time, and the
+#                             bundle travels in less than half the bytes), e.g. native
+#   SOLDER_JOBS=<n>           parallel build jobs (default: nproc)
+#   SOLDER_NO_INSTALL=1       do not install dependencies (an offline machine that has them, or
+#                             finds them through CMAKE_PREFIX_PATH)
+#   SOLDER_GPU_SANITIZE=1     also run the test programs under compute-sanitizer (gpu-run.sh)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bundle=""
+if [ "${1:-}" = --bundle ]; then bundle=${2:-gpu-bundle}; fi
+build=$([ -n "$bundle" ] && echo build-gpu || echo build-cuda)
+archs="${SOLDER_CUDA_ARCHS:-$([ -n "$bundle" ] && echo 90-real || echo '80;90')}"
 jobs="${SOLDER_JOBS:-$(nproc)}"
-archs="${SOLDER_CUDA_ARCHS:-80;90}"
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
-log=build-cuda/gpu-check.log
+export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/solder-ccache}"
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 
 if [ "${SOLDER_NO_INSTALL:-0}" != 1 ]; then
   scripts/install-deps.sh || echo "gpu-check.sh: warning: installing dependencies failed; trying with what is there"
 fi
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOLDER_ENABLE_CUDA=ON \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOLDER_ENABLE_CUDA=ON \
   "-DCMAKE_CUDA_ARCHITECTURES=$archs" || { echo "gpu-check.sh: FAILED configuring"; exit 1; }
-targets=$(ninja -C build-cuda -t targets all | sed -n 's/^\(test_cuda_[a-z]*\|cuda_chain\|bench_cuda\): .*/\1/p' | sort -u)
+targets=$(ninja -C "$build" -t targets all | sed -n 's/^\(test_cuda_[a-z]*\|cuda_chain\|bench_cuda\): .*/\1/p' | sort -u)
 [ -n "$targets" ] || { echo "gpu-check.sh: FAILED: CMake found no nvcc (no CUDA targets)"; exit 1; }
-cmake --build build-cuda -j "$jobs" --target $targets || { echo "gpu-check.sh: FAILED building"; exit 1; }
+cmake --build "$build" -j "$jobs" --target $targets || { echo "gpu-check.sh: FAILED building"; exit 1; }
 
-mkdir -p build-cuda && : > "$log"
-ctest --test-dir build-cuda -L '^(gpu|cuda)$' --output-on-failure -j 1 2>&1 | tee -a "$log"
-tests_rc=${PIPESTATUS[0]}
-if [ "${SOLDER_GPU_SANITIZE:-0}" = 1 ]; then
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for tool in memcheck racecheck synccheck; do
-    for t in build-cuda/tests/cuda/test_cuda_{elementwise,reduce,tensor}; do
-      "$sanitizer" --tool "$tool" --error-exitcode 9 "$t" 2>&1 | tail -n 2 | tee -a "$log"
-      rc=${PIPESTATUS[0]}
-      echo "sanitizer $tool $(basename "$t"): $([ "$rc" -eq 0 ] && echo clean || echo "FAILED ($rc)")" | tee -a "$log"
-      [ "$rc" -eq 0 ] || tests_rc=1
-    done
+if [ -n "$bundle" ]; then
+  rm -rf "$bundle" && mkdir -p "$bundle/lib"
+  for t in $targets; do  # without their symbols: half the size
+    strip -o "$bundle/$t" "$(find "$build" -type f -name "$t" -perm -u+x | head -n 1)"
   done
+  # The libraries, as the loader finds them here, under the names the programs link.
+  (cd "$bundle" && ldd $targets) | sed -n 's/^\s*\(lib\(benchmark\|cudart\)[^ ]*\) => \(\S*\).*/\1 \3/p' | sort -u |
+    while read -r name path; do cp -L "$path" "$bundle/lib/$name"; done
+  echo "gpu-check.sh: $bundle/ holds $(echo $targets | wc -w) programs for $archs and" \
+       "$(ls "$bundle/lib" | tr '\n' ' ')($(du -sh "$bundle" | cut -f1)); on the GPU machine:" \
+       "scripts/gpu-run.sh $bundle"
+  exit 0
 fi
-build-cuda/examples/cuda_chain 2>&1 | tee -a "$log"
-build-cuda/bench/bench_cuda 2>&1 | tee -a "$log"
 
-echo
-echo "=== gpu-check summary ==="
-grep -E 'tests passed|tests failed' "$log" | tail -n 1
-grep -E '^(chain on|rows \[|statistics:)' "$log"
-grep -E '^(ratio|fraction|check|sanitizer) ' "$log"
-[ "$tests_rc" -eq 0 ] && echo "gpu-check.sh: OK" || echo "gpu-check.sh: FAILED (tests)"
-exit "$tests_rc"
+# The ptxas checks (they run in CI too, and need no GPU), then what needs one.
+ctest --test-dir "$build" -R '^cuda_kernels' --output-on-failure
+checks=$?
+scripts/gpu-run.sh "$build"
+ran=$?
+echo "ptxas checks (cuda_kernels): $([ "$checks" -eq 0 ] && echo passed || echo FAILED)"
+if [ "$checks" -eq 0 ] && [ "$ran" -eq 0 ]; then echo "gpu-check.sh: OK"; else echo "gpu-check.sh: FAILED"; exit 1; fi
