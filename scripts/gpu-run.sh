@@ -2,8 +2,8 @@
 # Runs, on a machine with a GPU, what needs one, from programs already built, and ends with a
 # short table: the CUDA test programs (test_cuda_*), the chain example and the GPU benchmarks.
 #   scripts/gpu-run.sh <dir>   a build tree (gpu-check.sh's build-cuda/), or a bundle made by
-#                              scripts/gpu-bundle.sh (the programs, and lib/ with libraries a
-#                              machine that has the CUDA driver may lack)
+#                              `scripts/gpu-check.sh --bundle` (the programs, and lib/ with the
+#                              libraries a machine with the CUDA driver may lack)
 #   SOLDER_GPU_SANITIZE=1      also run the test programs under compute-sanitizer (memcheck,
 #                              racecheck, synccheck): several minutes more
 # The log goes to <dir>/gpu-run.log. Exits non-zero if a test program failed or saw no GPU
