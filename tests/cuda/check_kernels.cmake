@@ -1,6 +1,6 @@
-# What nvcc built for the element-wise chain example (examples/cuda_chain.cu), for one
-# architecture, from ptxas's report written when the example was compiled (KERNEL_REPORT in
-# cmake/SolderCuda.cmake):
+# What nvcc built for a program that runs the element-wise chain (examples/cuda_chain.cu,
+# bench/bench_cuda.cu), for one architecture, from ptxas's report written when the program was
+# compiled (KERNEL_REPORT in cmake/SolderCuda.cmake):
 #   - the fused chain (the one kernel whose evaluator holds both tanh and sigmoid) is exactly one
 #     entry function: one kernel per fused expression type;
 #   - no solder kernel (element-wise, row/line, fill) uses local memory: no register spills and
@@ -13,7 +13,7 @@ foreach(v ARCH REPORT)
   endif()
 endforeach()
 if(NOT EXISTS "${REPORT}")
-  message(FATAL_ERROR "no report at ${REPORT}: build the example cuda_chain first")
+  message(FATAL_ERROR "no report at ${REPORT}: build its program first")
 endif()
 file(READ "${REPORT}" report)
 
