@@ -5,7 +5,9 @@
 #include <solder/solder.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <thread>
 
 namespace sd = solder;
 using Catch::Matchers::Contains;
@@ -37,6 +39,38 @@ TEST_CASE("a failed CUDA call throws sd::Error with the call, the error and the 
                     Contains("CUDA call cudaSetDevice(-1) failed: cudaError") &&
                         Contains("test_cuda_host.cu:"));
   cudaGetLastError();
+}
+
+// Which stream a thread starts on, and when a block released from a queue must wait for the
+// device first (cuda_allocate's release): only another queue is not ordered after the kernels
+// that used it.
+TEST_CASE("streams: one default queue for all threads; a release on another queue waits",
+          "[cuda][host]") {
+  namespace dc = sd::detail::cuda;
+  CHECK(sd::cuda::stream() == cudaStreamLegacy);
+  cudaStream_t other_threads = nullptr;
+  std::thread([&] { other_threads = sd::cuda::stream(); }).join();
+  CHECK(other_threads == cudaStreamLegacy);
+
+  auto const me = std::this_thread::get_id();
+  std::thread::id someone;
+  std::thread([&] { someone = std::this_thread::get_id(); }).join();
+  auto const user = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1000});  // a handle's value
+  CHECK(dc::same_queue(cudaStreamLegacy, cudaStreamLegacy, me));
+  CHECK(dc::same_queue(cudaStreamLegacy, cudaStreamLegacy, someone));  // one queue for all
+  CHECK(dc::same_queue(user, user, someone));
+  CHECK_FALSE(dc::same_queue(cudaStreamLegacy, user, me));
+  CHECK_FALSE(dc::same_queue(user, cudaStreamLegacy, me));
+  CHECK(dc::same_queue(cudaStreamPerThread, cudaStreamPerThread, me));
+  CHECK_FALSE(dc::same_queue(cudaStreamPerThread, cudaStreamPerThread, someone));  // its own
+  CHECK_FALSE(dc::same_queue(nullptr, nullptr, someone));  // 0 may mean the per-thread stream
+  CHECK_FALSE(dc::same_queue(cudaStreamLegacy, cudaStreamPerThread, me));
+
+  sd::cuda::set_stream(user);  // set for this thread only
+  std::thread([&] { other_threads = sd::cuda::stream(); }).join();
+  CHECK(sd::cuda::stream() == user);
+  CHECK(other_threads == cudaStreamLegacy);
+  sd::cuda::set_stream(cudaStreamLegacy);
 }
 
 // How a reduction at a kernel's root is shared out over the GPU's blocks when it runs apart

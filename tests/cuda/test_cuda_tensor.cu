@@ -1,8 +1,12 @@
 // 16-bit floats, factories (the same seed gives the same numbers as the host), copies, empty
-// tensors and run-time errors on sd::Cuda tensors.
+// tensors, run-time errors and streams (shared by threads; a release on another stream) on
+// sd::Cuda tensors.
 // Needs a GPU: without one its main (gpu_main.cpp) prints "skipped: no CUDA device: ..." and
 // exits 77, which ctest reports as skipped.
 #include "compare.hpp"
+
+#include <thread>
+#include <vector>
 
 using namespace gpu_test;
 
@@ -49,4 +53,45 @@ TEST_CASE("run-time misuse on the device throws sd::Error", "[gpu][errors]") {
   CHECK_THROWS_AS(sd::eval(a + b), sd::Error);
   sd::Tensor<float, 2, sd::Cuda> c(4, 3);
   CHECK_THROWS_AS(c = a * 2.f, sd::Error);
+}
+
+namespace {
+
+// 64 kernels in a row, each a new tensor from the last: long enough a queue that work not
+// ordered after it (a copy, another stream's kernels) starts while it still runs.
+std::vector<sd::Tensor<float, 1, sd::Cuda>> queue_steps(sd::Tensor<float, 1, sd::Cuda> const& x) {
+  std::vector<sd::Tensor<float, 1, sd::Cuda>> steps{x};
+  for (int i = 0; i < 64; ++i) steps.push_back(sd::eval(steps.back() * 1.001f + 0.5f));
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("threads share the default stream: a result handed over is read after its kernels",
+          "[gpu][streams]") {
+  auto x = sd::rand<float>(sd::shape(1 << 22), 0.f, 1.f);
+  auto d = x.to<sd::Cuda>();
+  std::vector<sd::Tensor<float, 1, sd::Cuda>> steps;
+  std::thread([&] { steps = queue_steps(d); }).join();  // queued, not waited for
+  sd::Tensor<float, 1> expected = x;
+  for (int i = 0; i < 64; ++i) expected = sd::eval(expected * 1.001f + 0.5f);
+  same_bits(steps.back(), expected);  // this thread's copy queues after the other's kernels
+}
+
+TEST_CASE("a tensor released on another stream is freed after the kernels that used it",
+          "[gpu][streams]") {
+  std::int64_t const n = 1 << 22;
+  cudaStream_t side = nullptr;
+  SOLDER_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  {
+    sd::cuda::set_stream(side);  // a queue the default stream does not wait for
+    auto steps = queue_steps(sd::full<float, sd::Cuda>(sd::shape(n), 1.f));
+    sd::cuda::set_stream(cudaStreamLegacy);
+  }  // released on the default stream while `side` may still run: the device is waited for
+  // The pool likely hands the last step's block out again here: had it been freed at once,
+  // side's last kernel would still write into it after this fill.
+  auto y = sd::full<float, sd::Cuda>(sd::shape(n), 2.f);
+  SOLDER_CUDA_CHECK(cudaStreamSynchronize(side));
+  same_bits(y, sd::full<float>(sd::shape(n), 2.f));
+  SOLDER_CUDA_CHECK(cudaStreamDestroy(side));
 }

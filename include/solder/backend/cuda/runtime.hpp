@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "../../core/error.hpp"
 
@@ -62,9 +63,20 @@ inline DeviceInfo const& device_info() {
   return infos.emplace(id, d).first->second;
 }
 
+// Every thread starts on the legacy default stream, one queue for the whole process (as
+// PyTorch's default stream): a tensor that one thread computes and hands to another is read
+// after the kernels that wrote it. A thread that wants its own queue sets one.
 inline cudaStream_t& stream_slot() {
-  static thread_local cudaStream_t s = cudaStreamPerThread;
+  static thread_local cudaStream_t s = cudaStreamLegacy;
   return s;
+}
+
+// Whether work queued on `s` by this thread is queued after what thread `t` queued on `at`: the
+// same queue. A per-thread stream (cudaStreamPerThread, or 0 when built with
+// --default-stream per-thread) is another queue in every thread.
+inline bool same_queue(cudaStream_t s, cudaStream_t at, std::thread::id t) {
+  bool const per_thread = at == cudaStreamPerThread || at == nullptr;
+  return s == at && (!per_thread || t == std::this_thread::get_id());
 }
 
 }  // namespace solder::detail::cuda
@@ -81,8 +93,9 @@ inline int device_count() {
   return n;
 }
 
-// The stream this thread's kernels, copies and allocations go to (default: the per-thread
-// default stream). Work is asynchronous; copies to the host and item() wait for it.
+// The stream this thread's kernels, copies and allocations go to (default: the legacy default
+// stream, shared by all threads). Work is asynchronous; copies to the host and item() wait for
+// it. Work on another stream is ordered after this one's only as the caller arranges (events).
 inline cudaStream_t stream() { return detail::cuda::stream_slot(); }
 inline void set_stream(cudaStream_t s) { detail::cuda::stream_slot() = s; }
 inline void synchronize() { SOLDER_CUDA_CHECK(cudaStreamSynchronize(stream())); }
@@ -96,11 +109,18 @@ std::shared_ptr<T> cuda_allocate(std::int64_t n) {
   cudaMemPool_t pool = cuda::device_info().pool;
   std::size_t bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(T);
   void* p = nullptr;
-  SOLDER_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool, solder::cuda::stream()));
-  // Freed in stream order after the kernels already queued that use it. A destructor cannot
-  // throw; at process exit the runtime may already be gone, which is harmless here.
-  return std::shared_ptr<T>(static_cast<T*>(p),
-                            [](T* q) { static_cast<void>(cudaFreeAsync(q, solder::cuda::stream())); });
+  cudaStream_t const at = solder::cuda::stream();
+  SOLDER_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool, at));
+  // Freed in stream order, after the kernels already queued that use it. Released on another
+  // queue (another stream, another thread's per-thread stream), the free would not wait for
+  // them, and the pool could hand the block out again while they still write it: the device is
+  // waited for first. A destructor cannot throw; at process exit the runtime may already be
+  // gone, which is harmless here.
+  return std::shared_ptr<T>(static_cast<T*>(p), [at, thread = std::this_thread::get_id()](T* q) {
+    cudaStream_t const now = solder::cuda::stream();
+    if (!cuda::same_queue(now, at, thread)) static_cast<void>(cudaDeviceSynchronize());
+    static_cast<void>(cudaFreeAsync(q, now));
+  });
 }
 
 // Copies between any two of host and device memory (unified addressing picks the direction),
