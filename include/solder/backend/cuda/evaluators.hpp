@@ -263,9 +263,13 @@ inline constexpr int line_loads<RecallEval<Ev>> = line_loads<Ev>;
 // Steps of a row kernel's walk whose loads a thread issues together: one at a time, it waits
 // out the memory's latency at every step (row kernels are bound by it, not by bandwidth). Four
 // steps gained 5 to 7% on an H100 (softmax, layer norm over [4096, 1024]); at most 8 vector
-// loads in flight, so that no kernel spills under its 64 registers (12 did, on sm_80).
+// loads in flight, so that no kernel spills under its 64 registers (12 did, on sm_80), and a
+// step of four or more loads alone (two steps of `a * b + c * d`'s four spilled on sm_90; four
+// 16-byte loads a thread, at 32 warps an SM, still keep three times the bytes in flight that
+// an H100's bandwidth needs).
 template <class Ev>
-inline constexpr int steps_in_flight = std::min(4, std::max(1, 8 / std::max(1, line_loads<Ev>)));
+inline constexpr int steps_in_flight =
+    line_loads<Ev> >= 4 ? 1 : std::min(4, 8 / std::max(1, line_loads<Ev>));
 
 // The inputs an evaluator's own loop reads (not those of a fused reduction), in order, as a
 // tuple type.
