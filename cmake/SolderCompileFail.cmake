@@ -3,8 +3,11 @@
 #
 #   cmake -DCXX=<compiler> -DSOURCE=<file.cpp> -DMODE=<fail|control> -DFLAGS=<a|b|c> -P SolderCompileFail.cmake
 #
-# MODE=fail     passes only if compiling SOURCE FAILS and the compiler's first `error:` line
-#               matches the regex given on SOURCE's first line: `// expect: <regex>`.
+# MODE=fail     passes only if compiling SOURCE FAILS with exactly one `error:` line (misuse
+#               gives one message, not a page), and that line matches the regex given on
+#               SOURCE's first line: `// expect: <regex>`. nvcc's wording of a failed
+#               static_assert, `static assertion failed with "<text>"`, is read as g++'s,
+#               `static assertion failed: <text>`, so one expectation serves both compilers.
 #               (CMake regex syntax: . * + ? [] [^] ^ $ () | — no \d, no {n}, no lazy
 #               quantifiers. It is searched for anywhere in the line, which includes the
 #               `file:line:col: error: ` prefix. Diagnostics are produced under LC_ALL=C, so
@@ -64,12 +67,21 @@ if(rc EQUAL 0)
   fail("compile_fail.${stem}: ${SOURCE} COMPILED, but it must fail with an error matching: ${expect}")
 endif()
 
-# The first line holding a compiler error: `file:line:col: error: ...`, `file: fatal error: ...`,
-# `g++: error: ...`.
-string(REGEX MATCH "[^\n]*: (fatal )?error: [^\n]*" first_error "${out}")
-if(first_error STREQUAL "")
+# The lines holding a compiler error: `file:line:col: error: ...` (g++), `file(line): error: ...`
+# (nvcc), `file: fatal error: ...`, `g++: error: ...`.
+string(REPLACE ";" "," listable "${out}")  # one list item per line found
+string(REGEX MATCHALL "[^\n]*: (fatal )?error: [^\n]*" errors "${listable}")
+list(LENGTH errors error_count)
+if(error_count EQUAL 0)
   set(details "${out}")
   fail("compile_fail.${stem}: the compiler failed (${rc}) but printed no `error:` line (output above); expected: ${expect}")
+endif()
+list(GET errors 0 first_error)
+string(REGEX REPLACE "static assertion failed with \"([^\n]*)\"$" "static assertion failed: \\1"
+       first_error "${first_error}")
+if(error_count GREATER 1)
+  set(details "${out}")
+  fail("compile_fail.${stem}: ${error_count} errors (output above), where the misuse must give one")
 endif()
 
 if(first_error MATCHES "${expect}")

@@ -73,28 +73,39 @@ void assign(Dst& dst, Src const& src) {
   using N = std::remove_cvref_t<decltype(node)>;
   using Device = typename Dst::device_type;
   constexpr int R = Dst::rank;
-  static_assert(N::rank == R, "solder: assignment: the expression's rank differs from the tensor's");
-  static_assert(assignable(Dst::static_extents, N::static_extents),
+  constexpr bool same_rank = N::rank == R;
+  constexpr bool same_extents = [] {
+    if constexpr (same_rank) return assignable(Dst::static_extents, N::static_extents);
+    else return false;
+  }();
+  constexpr bool storable = can_store<typename Dst::value_type, typename N::value_type>;
+  constexpr bool same_device =
+      std::is_void_v<typename N::device_type> || std::is_same_v<typename N::device_type, Device>;
+  static_assert(same_rank, "solder: assignment: the expression's rank differs from the tensor's");
+  static_assert(!same_rank || same_extents,
                 "solder: assignment: static extents of the expression and the tensor differ");
-  static_assert(can_store<typename Dst::value_type, typename N::value_type>,
+  static_assert(storable,
                 "solder: assignment: cannot store this expression's element type in the tensor "
                 "without a narrowing cast (use sd::cast<T>)");
-  static_assert(std::is_void_v<typename N::device_type> ||
-                    std::is_same_v<typename N::device_type, Device>,
+  static_assert(same_device,
                 "solder: assignment: the expression's tensors live on another device than the "
                 "tensor it is stored into (move them with .to<>())");
-  check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
-        " into a tensor of shape ", shape_string<R>(dst.shape()));
-  with_common_reductions(node, [&](N const& n) {
-    if (overlaps<R, false>(n, dst)) {
-      using T = canonical_t<typename N::value_type>;
-      BasicTensor<T, dynamic_extents<R>(), Device> tmp(n.shape());
-      run_kernel(tmp, n);
-      run_kernel(dst, Leaf<T, dynamic_extents<R>(), Device>(tmp));
-      return;
-    }
-    run_kernel(dst, n);
-  });
+  // Misuse stops here: nvcc's front end would otherwise go on into the executor and print a
+  // page of errors after the one above.
+  if constexpr (same_extents && storable && same_device) {
+    check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
+          " into a tensor of shape ", shape_string<R>(dst.shape()));
+    with_common_reductions(node, [&](N const& n) {
+      if (overlaps<R, false>(n, dst)) {
+        using T = canonical_t<typename N::value_type>;
+        BasicTensor<T, dynamic_extents<R>(), Device> tmp(n.shape());
+        run_kernel(tmp, n);
+        run_kernel(dst, Leaf<T, dynamic_extents<R>(), Device>(tmp));
+        return;
+      }
+      run_kernel(dst, n);
+    });
+  }
 }
 
 template <class N>

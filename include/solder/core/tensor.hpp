@@ -88,15 +88,17 @@ class BasicTensor {
   BasicTensor(X const& e) {
     static_assert(std::remove_cvref_t<X>::rank == rank,
                   "solder: Tensor = expression: ranks differ");
-    init(e.shape());
-    detail::assign(*this, e);
+    if constexpr (std::remove_cvref_t<X>::rank == rank) {  // else nothing more to report
+      init(e.shape());
+      detail::assign(*this, e);
+    }
   }
   // Evaluates an expression into this tensor's existing storage (shapes must match).
   template <Expr X>
   BasicTensor& operator=(X const& e) {
     static_assert(std::remove_cvref_t<X>::rank == rank,
                   "solder: Tensor = expression: ranks differ");
-    detail::assign(*this, e);
+    if constexpr (std::remove_cvref_t<X>::rank == rank) detail::assign(*this, e);
     return *this;
   }
 
