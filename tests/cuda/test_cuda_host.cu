@@ -44,7 +44,7 @@ TEST_CASE("a failed CUDA call throws sd::Error with the call, the error and the 
 // Which stream a thread starts on, and when a block released from a queue must wait for the
 // device first (cuda_allocate's release): only another queue is not ordered after the kernels
 // that used it.
-TEST_CASE("streams: one default queue for all threads; a release on another queue waits",
+TEST_CASE("streams: one default queue for all threads; which releases are on another queue",
           "[cuda][host]") {
   namespace dc = sd::detail::cuda;
   CHECK(sd::cuda::stream() == cudaStreamLegacy);
