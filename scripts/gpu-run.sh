@@ -13,13 +13,13 @@ dir=${1:?usage: gpu-run.sh <build tree or bundle>}
 log="$dir/gpu-run.log"
 [ -d "$dir/lib" ] && export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-# program <name>: its path under dir (a build tree has it in a subfolder), or nothing
-program() { find "$dir" -maxdepth 3 -type f -name "$1" -perm -u+x | head -n 1; }
+# programs <name pattern>: their paths under dir (a build tree has them in subfolders), sorted
+programs() { find "$dir" -maxdepth 3 -type f -name "$1" -perm -u+x | sort; }
 
 : >"$log"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
 failed=0
-tests=$(find "$dir" -maxdepth 3 -type f -name 'test_cuda_*' -perm -u+x | sort)
+tests=$(programs 'test_cuda_*')
 [ -n "$tests" ] || { echo "gpu-run.sh: no test_cuda_* program under $dir"; exit 1; }
 for t in $tests; do
   "$t" 2>&1 | tee -a "$log"
@@ -44,7 +44,7 @@ if [ "${SOLDER_GPU_SANITIZE:-0}" = 1 ]; then
   done
 fi
 for p in cuda_chain bench_cuda; do
-  path=$(program "$p")
+  path=$(programs "$p" | head -n 1)
   if [ -n "$path" ]; then "$path" 2>&1 | tee -a "$log"; else echo "gpu-run.sh: no $p under $dir" | tee -a "$log"; fi
 done
 
