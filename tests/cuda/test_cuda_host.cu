@@ -63,7 +63,12 @@ TEST_CASE("streams: one default queue for all threads; which releases are on ano
   CHECK_FALSE(dc::same_queue(user, cudaStreamLegacy, me));
   CHECK(dc::same_queue(cudaStreamPerThread, cudaStreamPerThread, me));
   CHECK_FALSE(dc::same_queue(cudaStreamPerThread, cudaStreamPerThread, someone));  // its own
-  CHECK_FALSE(dc::same_queue(nullptr, nullptr, someone));  // 0 may mean the per-thread stream
+  // 0 names the legacy default stream (this file is not built with --default-stream per-thread).
+  CHECK(dc::same_queue(nullptr, nullptr, someone));
+  CHECK(dc::same_queue(nullptr, cudaStreamLegacy, someone));
+  CHECK(dc::same_queue(cudaStreamLegacy, nullptr, me));
+  CHECK_FALSE(dc::same_queue(nullptr, user, me));
+  CHECK_FALSE(dc::same_queue(nullptr, cudaStreamPerThread, me));
   CHECK_FALSE(dc::same_queue(cudaStreamLegacy, cudaStreamPerThread, me));
 
   sd::cuda::set_stream(user);  // set for this thread only

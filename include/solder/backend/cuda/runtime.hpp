@@ -71,12 +71,21 @@ inline cudaStream_t& stream_slot() {
   return s;
 }
 
+// The queue a stream handle names: 0 is the legacy default stream, or the calling thread's
+// per-thread stream where the file is built with --default-stream per-thread.
+inline cudaStream_t queue_of(cudaStream_t s) {
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+  return s == nullptr ? cudaStreamPerThread : s;
+#else
+  return s == nullptr ? cudaStreamLegacy : s;
+#endif
+}
+
 // Whether work queued on `s` by this thread is queued after what thread `t` queued on `at`: the
-// same queue. A per-thread stream (cudaStreamPerThread, or 0 when built with
-// --default-stream per-thread) is another queue in every thread.
+// same queue. The per-thread stream is another queue in every thread.
 inline bool same_queue(cudaStream_t s, cudaStream_t at, std::thread::id t) {
-  bool const per_thread = at == cudaStreamPerThread || at == nullptr;
-  return s == at && (!per_thread || t == std::this_thread::get_id());
+  at = queue_of(at);
+  return queue_of(s) == at && (at != cudaStreamPerThread || t == std::this_thread::get_id());
 }
 
 }  // namespace solder::detail::cuda
