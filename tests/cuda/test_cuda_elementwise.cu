@@ -1,5 +1,6 @@
 // Element-wise ops on sd::Cuda tensors against the host's results on the same inputs, bit for
-// bit: every op in float, the double polynomials, broadcasts, views, casts and aliasing.
+// bit: every op in float, the double polynomials, broadcasts, views, int64 and bool tensors,
+// casts, eager and aliasing.
 // Needs a GPU: without one its main (gpu_main.cpp) prints "skipped: no CUDA device: ..." and
 // exits 77, which ctest reports as skipped.
 #include "compare.hpp"
@@ -55,6 +56,57 @@ TEST_CASE("broadcasts, views, casts and comparisons", "[gpu][elementwise]") {
   same_on_both([](auto const& x) { return sd::cast<std::int32_t>(x * 10.f) / 3; }, finite);
   same_on_both([](auto const& x) { return (x > 0.5f) != (x < -0.5f); }, a);
   same_on_both([](auto const& x, auto const& r) { return sd::maximum(x, r) + sd::minimum(x, r); }, a, row);
+}
+
+// Views of device tensors, and of expressions over them (pushed down to their inputs): permute,
+// narrow, squeeze and unsqueeze, expand and broadcast_to, flatten and reshape (a view where the
+// strides allow one, else a copy made on the device). (A few expressions with many views each:
+// every expression type is a kernel more to build.)
+TEST_CASE("views: permute, narrow, squeeze, expand, flatten, reshape", "[gpu][views]") {
+  auto x = sd::reshape(inputs<float>(6, 35, 4.f), sd::shape(6, 5, 7));
+  auto col = sd::rand<float>(sd::shape(5, 1), -1.f, 1.f);
+  same_on_both([](auto const& v) {
+    return sd::permute(v, {2, 0, 1}) * 2.f + sd::permute(v * v - 1.f, {2, 0, 1});
+  }, x);
+  same_on_both([](auto const& v, auto const& c) {
+    return sd::expand(sd::narrow(v, 0, 4, 1), std::array<std::int64_t, 3>{6, 5, 7}) -
+           v * sd::broadcast_to(c, sd::shape(6, 5, 7)) +
+           sd::unsqueeze(sd::squeeze(sd::narrow(v, 1, 2, 1), 1), 1);
+  }, x, col);
+  same_on_both([](auto const& v) {
+    return sd::flatten<1>(v) + sd::reshape(sd::transpose(v, 0, 2), sd::shape(6, 35)) * 2.f;
+  }, x);
+}
+
+// int64 and bool tensors: integer arithmetic (int / int is true division, in float, as in
+// PyTorch), promotion to float, comparisons, logic, where and casts.
+TEST_CASE("int64 and bool tensors", "[gpu][integers]") {
+  auto f = sd::rand<float>(sd::shape(33, 65), -2.f, 2.f);
+  auto a = sd::eval(sd::cast<std::int64_t>(f * 30000.f));
+  auto b = sd::eval(sd::cast<std::int64_t>(sd::rand<float>(sd::shape(33, 65), 1.f, 50.f)));  // no 0
+  auto p = sd::eval(f > 0.5f);
+  auto q = sd::eval(sd::rand<float>(sd::shape(33, 65)) < 0.5f);
+  same_on_both([](auto const& x, auto const& y) {
+    return x * y - x / y + y * 3 + sd::maximum(x, y) - sd::clamp(x, -100, 200) + sd::relu(-x) +
+           sd::abs(x);
+  }, a, b);
+  same_on_both([](auto const& x, auto const& y, auto const& v) {
+    return sd::where(x > y, x, y * 2) + v;  // int64 + float: float
+  }, a, b, f);
+  same_on_both([](auto const& m, auto const& n) {
+    return sd::logical_xor(sd::logical_and(m, n), sd::logical_or(m, !n));
+  }, p, q);
+  same_on_both([](auto const& m, auto const& v) {
+    return sd::where(m, v, -v) + sd::cast<float>(m) * 2.5f + (m + 1);  // bool + int: int64
+  }, p, f);
+}
+
+// sd::eager on the device: one kernel and one temporary per node, the same maths as the fused
+// kernel, so the same bits.
+TEST_CASE("eager on the device agrees with fused", "[gpu][eager]") {
+  auto x = inputs<float>(67, 129, 6.f);
+  auto chain = [](auto const& v) { return sd::tanh(v * 0.5f + 0.25f) * sd::sigmoid(v) + v * v * 0.1f - 0.3f; };
+  same_bits(sd::eager(chain(x.to<sd::Cuda>())), sd::eval(chain(x)));
 }
 
 // Broadcast inputs contiguous along the rows (x + bias) take lines_kernel's rows where they are

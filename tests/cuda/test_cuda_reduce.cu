@@ -38,7 +38,7 @@ TEST_CASE("reductions: device against host", "[gpu][reduce]") {
 }
 
 // Reductions over several dims of a 3-D input: the fold walks its line by index, dividing
-// for every reduced dim but the outermost, which takes what is left.
+// for every reduced dim but the outermost, which takes what is left; a permuted input, and int64.
 TEST_CASE("reductions over leading, middle and several dims", "[gpu][reduce]") {
   auto x = sd::rand<float>(sd::shape(17, 33, 65), -1.f, 1.f);
   auto d = x.to<sd::Cuda>();
@@ -46,6 +46,15 @@ TEST_CASE("reductions over leading, middle and several dims", "[gpu][reduce]") {
   close(sd::eval(sd::sum(d, {0, 1})), sd::eval(sd::sum(x, {0, 1})), 1e-5);
   close(sd::eval(sd::mean(d, 1)), sd::eval(sd::mean(x, 1)), 1e-5);
   same_bits(sd::eval(sd::max(d, {1, 2}, sd::keepdim)), sd::eval(sd::max(x, {1, 2}, sd::keepdim)));
+  // A permuted input: every axis strided.
+  auto p = sd::permute(d, {2, 0, 1});
+  auto ph = sd::permute(x, {2, 0, 1});
+  close(sd::eval(sd::sum(p, {1, 2})), sd::eval(sd::sum(ph, {1, 2})), 1e-5);
+  // int64 inputs: exact.
+  auto i = sd::eval(sd::cast<std::int64_t>(x * 1000.f));
+  auto id = i.to<sd::Cuda>();
+  same_bits(sd::eval(sd::sum(id, {0, 2})), sd::eval(sd::sum(i, {0, 2})));
+  same_bits(sd::eval(sd::argmin(id, 2)), sd::eval(sd::argmin(i, 2)));
 }
 
 // Reductions over leading dims that keep the last one: a warp takes 32 neighbouring outputs

@@ -30,8 +30,16 @@ class MaterializedScope {
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
   MaterializedScope scope;
-  if constexpr (std::is_same_v<typename OutTensor::device_type, Host>) host::run_kernel(out, root);
-  else cuda::run_kernel(out, root);
+  if constexpr (std::is_same_v<typename OutTensor::device_type, Host>) {
+    // Not in nvcc's device passes: host code never runs there, and the host executor would
+    // have them build a device copy of every evaluator it uses (__host__ __device__), as much
+    // as a third of the device build of a .cu file that also computes on the host.
+#if !defined(__CUDA_ARCH__)
+    host::run_kernel(out, root);
+#endif
+  } else {
+    cuda::run_kernel(out, root);
+  }
 }
 
 template <class A, class B>
