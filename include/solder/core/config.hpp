@@ -27,8 +27,8 @@
 // Evaluators are inlined by force where the code is optimized (host -O1 and above, and device
 // code, which is always optimized), so that an expression's loop is one body. An unoptimized
 // build (a debug or sanitizer build) calls them instead: inlined there, each expression's code
-// is copied into every loop variant that runs it, which made test_rows under ASan + UBSan take
-// 104 CPU-s to build instead of 76, for no speed (its run took 3.2 s either way).
+// is copied into every loop variant that runs it, a fifth or more of such a build's time, for
+// no speed.
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__OPTIMIZE__) || defined(__CUDA_ARCH__))
 #define SOLDER_INLINE inline __attribute__((always_inline))
 #else
