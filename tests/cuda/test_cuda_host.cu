@@ -52,9 +52,16 @@ TEST_CASE("streams: one default queue for all threads; which releases are on ano
   std::thread([&] { other_threads = sd::cuda::stream(); }).join();
   CHECK(other_threads == cudaStreamLegacy);
 
-  auto const me = std::this_thread::get_id();
-  std::thread::id someone;
-  std::thread([&] { someone = std::this_thread::get_id(); }).join();
+  // Threads are told apart by a token that is never given again (a std::thread::id can be,
+  // once its thread has ended: a per-thread stream's release would then not wait).
+  auto const me = dc::thread_token();
+  std::uint64_t someone = 0, later = 0;
+  std::thread([&] { someone = dc::thread_token(); }).join();
+  std::thread([&] { later = dc::thread_token(); }).join();
+  CHECK(me == dc::thread_token());
+  CHECK(someone != me);
+  CHECK(later != someone);
+  CHECK_FALSE(dc::same_queue(cudaStreamPerThread, cudaStreamPerThread, later));
   auto const user = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1000});  // a handle's value
   CHECK(dc::same_queue(cudaStreamLegacy, cudaStreamLegacy, me));
   CHECK(dc::same_queue(cudaStreamLegacy, cudaStreamLegacy, someone));  // one queue for all

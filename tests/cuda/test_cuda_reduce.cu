@@ -59,8 +59,8 @@ TEST_CASE("reductions over leading, middle and several dims", "[gpu][reduce]") {
 
 // Reductions over leading dims that keep the last one: a warp takes 32 neighbouring outputs
 // (columns_kernel), the lines in chunks merged in order; columns not a multiple of 32 (the last
-// warp in part idle), 37 columns, and a transposed input (whose neighbouring outputs are not
-// neighbours in memory).
+// warp in part idle), 37 columns; a transposed input, whose neighbouring outputs are not
+// neighbours in memory, is read along its contiguous lines instead (lines_kernel).
 TEST_CASE("column reductions: a warp per 32 outputs", "[gpu][reduce]") {
   auto x = sd::rand<float>(sd::shape(5000, 1000), -1.f, 1.f);
   auto d = x.to<sd::Cuda>();
@@ -223,7 +223,8 @@ TEST_CASE("folds over two inputs of one type: two tensors, or one read twice", "
 // Rows of a static length (sd::ext<sd::dyn, 1024>): with a warp per row, lines_kernel's
 // variant with compile-time bounds, every step of a row unrolled. Rows not aligned for vector
 // loads (columns 1 to 1024 of [R, 1025]) take its scalar path; few rows (a block each), the
-// kernel for any length; half rows, the variant with four values a vector.
+// kernel for any length; half rows, the variant with four values a vector; a step of four loads
+// (x * y + x * x), one step at a time.
 TEST_CASE("rows of a static length: loops unrolled", "[gpu][rows]") {
   using Rows = sd::Tensor<float, sd::ext<sd::dyn, 1024>, sd::Cuda>;
   for (std::int64_t rows : {6000, 65}) {
@@ -238,6 +239,9 @@ TEST_CASE("rows of a static length: loops unrolled", "[gpu][rows]") {
     close(Rows(sd::log_softmax(d, 1)), sd::eval(sd::log_softmax(x, 1)), 1e-5);
     close(Rows(sd::layer_norm(d, gd, bd)), sd::eval(sd::layer_norm(x, g, b)), 1e-4);
     close(Rows(sd::rms_norm(d, gd)), sd::eval(sd::rms_norm(x, g)), 1e-4);
+    auto y = sd::randn<float>(sd::shape(rows, 1024));
+    Rows e = y.to<sd::Cuda>();
+    close(Rows(sd::rms_norm(d * e + d * d, gd)), sd::eval(sd::rms_norm(x * y + x * x, g)), 1e-4);
     auto wide = sd::randn<float>(sd::shape(rows, 1025));
     Rows unaligned = sd::slice(wide.to<sd::Cuda>(), 1, 1, 1025);
     close(Rows(sd::softmax(unaligned, 1)), sd::eval(sd::softmax(sd::slice(wide, 1, 1, 1025), 1)), 1e-5);

@@ -44,12 +44,20 @@ __device__ SOLDER_INLINE void for_steps(I first, I end, I step, F&& f) {
   }
   for (; i < end; i += step) f(i);
 }
-// f(first + s * step) for s = 0 .. S-1: a count known at compile time, so the loop unrolls
-// fully and no thread tests a bound (lines of a static length, lines_kernel).
-template <int S, class I, class F>
+// f(first + s * step) for s = 0 .. S-1, a count known at compile time (lines of a static
+// length, lines_kernel): U steps at a time in one basic block, in a loop of S / U passes of a
+// constant count (one pass, no loop, where U == S), then the rest; no thread tests the line's
+// bound.
+template <int S, int U, class I, class F>
 __device__ SOLDER_INLINE void for_count(I first, I step, F&& f) {
+  constexpr int whole = S / U * U;
+  SOLDER_NO_UNROLL
+  for (int s = 0; s < whole; s += U) {
+    SOLDER_UNROLL
+    for (int u = 0; u < U; ++u) f(first + (s + u) * step);
+  }
   SOLDER_UNROLL
-  for (int s = 0; s < S; ++s) f(first + s * step);
+  for (int s = whole; s < S; ++s) f(first + s * step);
 }
 
 template <class Op>
@@ -270,6 +278,11 @@ inline constexpr int line_loads<RecallEval<Ev>> = line_loads<Ev>;
 template <class Ev>
 inline constexpr int steps_in_flight =
     line_loads<Ev> >= 4 ? 1 : std::min(4, 8 / std::max(1, line_loads<Ev>));
+// Steps of the static-length variant's walk taken together (for_count): all S of them, but a
+// step of four or more loads goes alone, as above (the 8 steps of a row of 1024 floats of
+// `a * b + c * d`, all together, spilled under the 64 registers on sm_80 and sm_90).
+template <class Ev, int S>
+inline constexpr int static_steps = steps_in_flight<Ev> == 1 ? 1 : S;
 
 // The inputs an evaluator's own loop reads (not those of a fused reduction), in order, as a
 // tuple type.
@@ -495,8 +508,9 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
             SOLDER_UNROLL
             for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
           };
-          if constexpr (L > 0 && L % (warp_threads * V) == 0)  // as many steps for every thread
-            for_count<L / (warp_threads * V)>(first, stride, each);
+          constexpr int S = L > 0 && L % (warp_threads * V) == 0 ? L / (warp_threads * V) : 0;
+          if constexpr (S > 0)  // as many steps for every thread
+            for_count<S, static_steps<Child, S>>(first, stride, each);
           else
             for_steps<steps_in_flight<Child>>(first, last, stride, each);
         };

@@ -76,7 +76,8 @@ __device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, I n, I first, I
       for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
       store_vec(out + std::int64_t(i) * V, o);
     };
-    if constexpr (S > 0) for_count<S>(static_cast<J>(first), static_cast<J>(step), each);
+    if constexpr (S > 0)
+      for_count<S, static_steps<Ev, S>>(static_cast<J>(first), static_cast<J>(step), each);
     else for_steps<U>(static_cast<J>(first), nv, static_cast<J>(step), each);
     done = static_cast<I>(nv * V);
   }
@@ -327,8 +328,9 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
 //   chunk_kernel    few outputs over long lines (sum(x, 1) of [4, 10^7]; batch norm's statistics
 //                   per channel of [N, C, H, W]): a block per output would leave most of the GPU
 //                   idle, so each line is folded in chunks, a block per chunk;
-//   columns_kernel  a reduction over leading dims that keeps the last one (sum(x, 0) of [R, C],
-//                   a bias's gradient; the statistics of channels-last [N, H, W, C]): a warp
+//   columns_kernel  a reduction over leading dims that keeps the last one, its inputs
+//                   contiguous along it (sum(x, 0) of [R, C], a bias's gradient; the
+//                   statistics of channels-last [N, H, W, C]): a warp
 //                   takes 32 neighbouring outputs, so that it reads 32 neighbouring values of
 //                   one input row at a time (a group per output would read one value from each
 //                   of 32 rows); a block's 8 warps take every 8th step of a chunk of the lines.
@@ -402,7 +404,8 @@ struct Parts {
   std::int64_t units = 0, chunks = 0, chunk = 0;
 };
 // lines: outputs; count: values folded into each; resident: blocks the GPU holds at once;
-// columns_possible: the reduction folds leading dims and keeps the input's last one.
+// columns_possible: the reduction folds leading dims and keeps the input's last one, along
+// which its inputs are contiguous (or constant), so that neighbouring outputs are read together.
 inline Parts parts_for(std::int64_t lines, std::int64_t count, std::int64_t resident,
                        bool columns_possible) {
   constexpr int warps = block_threads / warp_threads;
@@ -428,7 +431,9 @@ bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>
   std::int64_t const resident = resident_blocks();
   Index<D> const& dom = out.shape();
   std::int64_t const lines = numel_of<D>(dom);
-  Parts const p = parts_for(lines, ev.count, resident, !ev.block && F > 1 && ev.src[F - 1] >= 0);
+  // (A transposed input, whose rows are its columns, is read along its lines by lines_kernel.)
+  bool const columns = !ev.block && F > 1 && ev.src[F - 1] >= 0 && ev.child.runs(F - 1, ev.fdom);
+  Parts const p = parts_for(lines, ev.count, resident, columns);
   if (p.chunks == 0) return false;
   GroupLinks links;  // a block per part; no records: nothing but the reduction is written
   ev.link(links);

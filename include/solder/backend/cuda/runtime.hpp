@@ -4,11 +4,11 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "../../core/error.hpp"
 
@@ -81,11 +81,19 @@ inline cudaStream_t queue_of(cudaStream_t s) {
 #endif
 }
 
-// Whether work queued on `s` by this thread is queued after what thread `t` queued on `at`: the
-// same queue. The per-thread stream is another queue in every thread.
-inline bool same_queue(cudaStream_t s, cudaStream_t at, std::thread::id t) {
+// A number for the calling thread that no other thread gets (a std::thread::id may be given
+// again once its thread has ended).
+inline std::uint64_t thread_token() {
+  static std::atomic<std::uint64_t> next{0};
+  static thread_local std::uint64_t const token = ++next;
+  return token;
+}
+
+// Whether work queued on `s` by this thread is queued after what the thread of token `t` queued
+// on `at`: the same queue. The per-thread stream is another queue in every thread.
+inline bool same_queue(cudaStream_t s, cudaStream_t at, std::uint64_t t) {
   at = queue_of(at);
-  return queue_of(s) == at && (at != cudaStreamPerThread || t == std::this_thread::get_id());
+  return queue_of(s) == at && (at != cudaStreamPerThread || t == thread_token());
 }
 
 }  // namespace solder::detail::cuda
@@ -123,11 +131,16 @@ std::shared_ptr<T> cuda_allocate(std::int64_t n) {
   // Freed in stream order, after the kernels already queued that use it. Released on another
   // queue (another stream, another thread's per-thread stream), the free would not wait for
   // them, and the pool could hand the block out again while they still write it: the device is
-  // waited for first. A destructor cannot throw; at process exit the runtime may already be
-  // gone, which is harmless here.
-  return std::shared_ptr<T>(static_cast<T*>(p), [at, thread = std::this_thread::get_id()](T* q) {
+  // waited for first. Where that wait fails, the block is not known to be free of them, and is
+  // left out of the pool; the error is cleared, so that no later check blames another call for
+  // it. A destructor cannot throw; at process exit the runtime may already be gone, which is
+  // harmless here.
+  return std::shared_ptr<T>(static_cast<T*>(p), [at, thread = cuda::thread_token()](T* q) {
     cudaStream_t const now = solder::cuda::stream();
-    if (!cuda::same_queue(now, at, thread)) static_cast<void>(cudaDeviceSynchronize());
+    if (!cuda::same_queue(now, at, thread) && cudaDeviceSynchronize() != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());
+      return;
+    }
     static_cast<void>(cudaFreeAsync(q, now));
   });
 }
