@@ -74,6 +74,14 @@ TEST_CASE("column reductions: a warp per 32 outputs", "[gpu][reduce]") {
   same_bits(sd::eval(sd::argmin(nd, 0)), sd::eval(sd::argmin(narrow, 0)));
   close(sd::eval(sd::sum(sd::transpose(d, 0, 1), 0)), sd::eval(sd::sum(sd::transpose(x, 0, 1), 0)),
         1e-5);
+  // 40 rows: too few for two parts, so each column is folded whole and stored at once (no
+  // merge_kernel).
+  auto few = sd::rand<float>(sd::shape(40, 1000), -1.f, 1.f);
+  auto fd = few.to<sd::Cuda>();
+  close(sd::eval(sd::sum(fd, 0)), sd::eval(sd::sum(few, 0)), 1e-5);
+  close(sd::eval(sd::mean(fd * fd, 0, sd::keepdim)), sd::eval(sd::mean(few * few, 0, sd::keepdim)),
+        1e-5);
+  same_bits(sd::eval(sd::argmax(fd, 0)), sd::eval(sd::argmax(few, 0)));
   // No rows: every column's sum is 0 (too few steps for the warps: lines_kernel).
   same_bits(sd::eval(sd::sum(sd::Tensor<float, 2, sd::Cuda>(0, 40), 0)),
             sd::eval(sd::sum(sd::Tensor<float, 2>(0, 40), 0)));

@@ -352,10 +352,18 @@ __global__ void __launch_bounds__(block_threads, 4)
   }
 }
 
-template <int D, class Ev>
+// A line's result from all of its fold (acc), as stored.
+template <class Ev, class OutT>
+__device__ SOLDER_INLINE OutT finalized(typename Ev::A const& acc, std::int64_t count) {
+  return static_cast<OutT>(static_cast<typename Ev::R>(Ev::op_type::finalize(acc, count)));
+}
+
+// With one chunk (chunks == 1: the lines are short, or so many that their columns fill the GPU)
+// a line is folded whole, and its result is stored at once: no partials, no merge_kernel.
+template <int D, class Ev, class OutT>
 __global__ void __launch_bounds__(block_threads, 4)
-    columns_kernel(Ev ev, typename Ev::A* partials, Index<D> dom, std::int64_t lines, int chunks,
-                   std::int64_t chunk) {
+    columns_kernel(Ev ev, typename Ev::A* partials, OutT* out, Index<D> ost, Index<D> dom,
+                   std::int64_t lines, int chunks, std::int64_t chunk) {
   using A = typename Ev::A;
   constexpr int warps = block_threads / warp_threads;
   __shared__ A shares[warps][warp_threads];
@@ -366,8 +374,8 @@ __global__ void __launch_bounds__(block_threads, 4)
     std::int64_t const o = b / chunks * warp_threads + lane;  // this thread's output
     std::int64_t const part = b % chunks, begin = part * chunk;
     A acc = Ev::op_type::template identity<A>();
+    Index<D> idx{};
     if (o < lines) {
-      Index<D> idx;
       unravel_all<D>(o, dom, idx);
       acc = ev.fold_steps(idx, begin, std::min(begin + chunk, ev.count), warp, warps);
     }
@@ -375,7 +383,8 @@ __global__ void __launch_bounds__(block_threads, 4)
     __syncthreads();
     if (warp == 0 && o < lines) {
       for (int w = 1; w < warps; ++w) acc = Ev::op_type::merge(acc, shares[w][lane]);
-      partials[o * chunks + part] = acc;
+      if (chunks == 1) out[dot<D>(idx, ost)] = finalized<Ev, OutT>(acc, ev.count);
+      else partials[o * chunks + part] = acc;
     }
     __syncthreads();  // the next pass writes shares again
   }
@@ -392,7 +401,7 @@ __global__ void __launch_bounds__(block_threads)
     for (int c = 1; c < chunks; ++c) acc = Op::merge(acc, partials[o * chunks + c]);
     Index<D> idx;
     unravel_all<D>(o, dom, idx);
-    out[dot<D>(idx, ost)] = static_cast<OutT>(static_cast<typename Ev::R>(Op::finalize(acc, count)));
+    out[dot<D>(idx, ost)] = finalized<Ev, OutT>(acc, count);
   }
 }
 
@@ -438,15 +447,22 @@ bool fold_apart(BasicTensor<OutT, E, Cuda>& out, ReduceEval<Op, Child, D, F, NA>
   GroupLinks links;  // a block per part; no records: nothing but the reduction is written
   ev.link(links);
   links.resolve();
-  auto partials = cuda_allocate<typename Ev::A>(lines * p.chunks);
+  bool const whole = p.columns && p.chunks == 1;  // stored by columns_kernel
+  std::shared_ptr<typename Ev::A> partials;
+  if (!whole) partials = cuda_allocate<typename Ev::A>(lines * p.chunks);
   cudaStream_t s = solder::cuda::stream();
   auto const blocks = static_cast<unsigned>(std::min(p.units * p.chunks, resident));
   auto const chunks = static_cast<int>(p.chunks);
-  auto kernel = chunk_kernel<D, Ev>;
-  if constexpr (F > 1)  // (a rank-1 input has no columns: no kernel built for them)
-    if (p.columns) kernel = columns_kernel<D, Ev>;
-  kernel<<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks, p.chunk);
+  if constexpr (F > 1) {  // (a rank-1 input has no columns: no kernel built for them)
+    if (p.columns)
+      columns_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(
+          ev, partials.get(), out.data(), out.strides(), dom, lines, chunks, p.chunk);
+  }
+  if (!p.columns)
+    chunk_kernel<D, Ev><<<blocks, block_threads, 0, s>>>(ev, partials.get(), dom, lines, chunks,
+                                                         p.chunk);
   SOLDER_CUDA_CHECK(cudaGetLastError());
+  if (whole) return true;
   merge_kernel<D, Ev><<<grid_for(lines), block_threads, 0, s>>>(
       static_cast<typename Ev::A const*>(partials.get()), out.data(), out.strides(), dom, lines,
       chunks, ev.count);
