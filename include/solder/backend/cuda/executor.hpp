@@ -330,10 +330,10 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
 //                   idle, so each line is folded in chunks, a block per chunk;
 //   columns_kernel  a reduction over leading dims that keeps the last one, its inputs
 //                   contiguous along it (sum(x, 0) of [R, C], a bias's gradient; the
-//                   statistics of channels-last [N, H, W, C]): a warp
-//                   takes 32 neighbouring outputs, so that it reads 32 neighbouring values of
-//                   one input row at a time (a group per output would read one value from each
-//                   of 32 rows); a block's 8 warps take every 8th step of a chunk of the lines.
+//                   statistics of channels-last [N, H, W, C]): a warp takes 32 neighbouring
+//                   outputs, so that it reads 32 neighbouring values of one input row at a time
+//                   (a group per output would read one value from each of 32 rows); a block's
+//                   8 warps take every 8th step of a chunk of the lines.
 // The first two fold as lines_kernel does, with its bounds (four blocks an SM: ptxas otherwise
 // capped a column sum at 48 registers, and spilled).
 // (Their template arguments are the evaluator and no type named through it: the host code
