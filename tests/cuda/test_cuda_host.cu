@@ -105,7 +105,7 @@ TEST_CASE("reductions apart: how lines are split into parts", "[cuda][host]") {
         CHECK(p.columns == (columns_possible && lines >= 16 && count >= 8));
         CHECK(p.units == (p.columns ? (lines + 31) / 32 : lines));
         if (!p.columns) CHECK(p.chunk % 16 == 0);  // chunks of a run: as aligned as the line
-        if (!p.columns) CHECK(p.chunks >= 2);  // (only columns_kernel stores a whole line's result)
+        if (!p.columns) CHECK(p.chunks >= 2);       // only columns_kernel folds a line whole
         CHECK(p.chunks * p.chunk >= count);         // every value in a part
         CHECK((p.chunks - 1) * p.chunk < count);    // and no part empty
         CHECK(p.chunks <= std::max<std::int64_t>(1, (resident + p.units - 1) / p.units));
