@@ -14,9 +14,9 @@
 #                                        libraries they link that such a machine may lack
 #                                        (Google Benchmark's, the CUDA runtime they were built
 #                                        with). On the GPU machine: scripts/gpu-run.sh <dir>.
-#   SOLDER_CUDA_ARCHS=<list>  architectures (default: 80;90; with --bundle 90-real, machine code
-#                             for H100 and H200 alone: one builds in half the time, and the
-#                             bundle travels in less than half the bytes), e.g. native
+#   SOLDER_CUDA_ARCHS=<list>  CMAKE_CUDA_ARCHITECTURES (default: the project's, sm_80 and sm_90
+#                             from one PTX; with --bundle 90-real, machine code for H100 and
+#                             H200 alone, which travels in less than half the bytes), e.g. native
 #   SOLDER_JOBS=<n>           parallel build jobs (default: nproc)
 #   SOLDER_NO_INSTALL=1       do not install dependencies (an offline machine that has them, or
 #                             finds them through CMAKE_PREFIX_PATH)
@@ -26,7 +26,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bundle=""
 if [ "${1:-}" = --bundle ]; then bundle=${2:-gpu-bundle}; fi
 build=$([ -n "$bundle" ] && echo build-gpu || echo build-cuda)
-archs="${SOLDER_CUDA_ARCHS:-$([ -n "$bundle" ] && echo 90-real || echo '80;90')}"
+archs="${SOLDER_CUDA_ARCHS:-$([ -n "$bundle" ] && echo 90-real)}"
 jobs="${SOLDER_JOBS:-$(nproc)}"
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
@@ -39,7 +39,7 @@ if [ "${SOLDER_NO_INSTALL:-0}" != 1 ]; then
 fi
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOLDER_ENABLE_CUDA=ON \
-  "-DCMAKE_CUDA_ARCHITECTURES=$archs" || { echo "gpu-check.sh: FAILED configuring"; exit 1; }
+  ${archs:+"-DCMAKE_CUDA_ARCHITECTURES=$archs"} || { echo "gpu-check.sh: FAILED configuring"; exit 1; }
 targets=$(ninja -C "$build" -t targets all | sed -n 's/^\(test_cuda_[a-z]*\|cuda_chain\|bench_cuda\): .*/\1/p' | sort -u)
 [ -n "$targets" ] || { echo "gpu-check.sh: FAILED: CMake found no nvcc (no CUDA targets)"; exit 1; }
 cmake --build "$build" -j "$jobs" --target $targets || { echo "gpu-check.sh: FAILED building"; exit 1; }
@@ -52,7 +52,7 @@ if [ -n "$bundle" ]; then
   # The libraries, as the loader finds them here, under the names the programs link.
   (cd "$bundle" && ldd $targets) | sed -n 's/^\s*\(lib\(benchmark\|cudart\)[^ ]*\) => \(\S*\).*/\1 \3/p' | sort -u |
     while read -r name path; do cp -L "$path" "$bundle/lib/$name"; done
-  echo "gpu-check.sh: $bundle/ holds $(echo $targets | wc -w) programs for $archs and" \
+  echo "gpu-check.sh: $bundle/ holds $(echo $targets | wc -w) programs for ${archs:-sm_80 and sm_90} and" \
        "$(ls "$bundle/lib" | tr '\n' ' ')($(du -sh "$bundle" | cut -f1)); on the GPU machine:" \
        "scripts/gpu-run.sh $bundle"
   exit 0
