@@ -108,11 +108,14 @@ TEST_CASE("arange", "[factories][arange]") {
   CHECK(vec(sd::arange<float>(5, 0, -1.5)) == std::vector<float>{5, 3.5f, 2, 0.5f});
   CHECK(vec(sd::arange<std::int32_t>(3, -3, -2)) == std::vector<std::int32_t>{3, 1, -1});
 
-  // Empty ranges.
+  // Empty ranges; a range against the step's sign throws, as torch.arange does.
   CHECK(sd::arange<float>(0).numel() == 0);
   CHECK(sd::arange<float>(3, 3).numel() == 0);
-  CHECK(sd::arange<float>(5, 0).numel() == 0);
-  CHECK(sd::arange<float>(0, 5, -1).numel() == 0);
+  CHECK(sd::arange<float>(3, 3, -1).numel() == 0);
+  CHECK_THROWS_WITH(sd::arange<float>(5, 0), Contains("arange") && Contains("step 1"));
+  CHECK_THROWS_WITH(sd::arange<float>(5, 0, 1), Contains("arange") && Contains("[5, 0)"));
+  CHECK_THROWS_WITH(sd::arange<float>(0, 5, -1), Contains("arange") && Contains("step -1"));
+  CHECK_THROWS_WITH(sd::arange<float>(-1), Contains("arange"));
 
   CHECK_THROWS_WITH(sd::arange<float>(0, 5, 0), Contains("arange") && Contains("step"));
 }

@@ -108,6 +108,26 @@ auto positive(I... sizes) {
   return ref::uniform<T>(0.5, 1.5, sizes...);
 }
 
+// A float sum in the order the host folds the terms of a reduction that is not one run
+// (columns, strided inputs): runs of 128 consecutive terms into a chunk, 64 chunks into a block,
+// the blocks in order (backend/host/evaluators.hpp, BlockedFold). Up to 128 terms, a plain loop.
+struct BlockedSum {
+  static constexpr std::int64_t chunk_len = sd::detail::host::reduce_chunk_len<float>,
+                                block_len = sd::detail::host::reduce_block_len<float>;
+  float total = 0, block = 0, chunk = 0;
+  std::int64_t n = 0;
+  void add(float v) {
+    chunk += v;
+    if (++n % chunk_len != 0) return;
+    block += chunk;
+    chunk = 0;
+    if (n % block_len != 0) return;
+    total += block;
+    block = 0;
+  }
+  float result() const { return total + (block + chunk); }
+};
+
 }  // namespace
 
 // float runs every rank; double (the same code paths at another width) ranks 2 and 3, which
@@ -487,9 +507,10 @@ TEST_CASE("large reductions split across threads keep first-index and NaN semant
 
 TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "[reduce][columns]") {
   sd::set_num_threads(2);
-  SECTION("float: the same sums as a plain loop down each column, bit for bit") {
+  SECTION("float: the same sums as a blocked loop down each column, bit for bit") {
     // [300, 2500] over dim 0: 2500 outputs (two full tiles of 1024 and a partial one), shared
-    // by two threads. Each output must take its terms in row order, as prepare() does.
+    // by two threads. Each output must take its terms in row order, in chunks, as prepare()
+    // does.
     auto x = ref::uniform<float>(-2, 2, 300, 2500);
     x(17, 2049) = 7.f;  // a column maximum in the last, partial tile
     x(250, 3) = 7.f;
@@ -497,15 +518,16 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
     sd::Tensor<float, 1> s = sd::sum(x, 0), mx = sd::max(x, 0), mn = sd::mean(x, 0);
     sd::Tensor<std::int64_t, 1> am = sd::argmax(x, 0);
     for (std::int64_t j = 0; j < 2500; ++j) {
-      float acc = 0, best = -std::numeric_limits<float>::infinity();
+      BlockedSum acc;
+      float best = -std::numeric_limits<float>::infinity();
       std::int64_t at = 0;
       for (std::int64_t i = 0; i < 300; ++i) {
-        acc += x(i, j);
+        acc.add(x(i, j));
         if (x(i, j) > best) best = x(i, j), at = i;
       }
       INFO("column " << j);
-      CHECK(s(j) == acc);
-      CHECK(mn(j) == acc / 300.f);
+      CHECK(s(j) == acc.result());
+      CHECK(mn(j) == acc.result() / 300.f);
       CHECK(mx(j) == best);
       CHECK(am(j) == at);
     }
@@ -567,7 +589,7 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
         CHECK(sk(0, b, 0, d) == acc);
       }
   }
-  SECTION("random shapes, dims and views: the same sums as a plain loop, bit for bit") {
+  SECTION("random shapes, dims and views: the same sums as a blocked loop, bit for bit") {
     // Rank 4, the last dim kept; the first three permuted and one of them sliced with a step,
     // so the rows walked are strided every which way. Each output must take its terms in the
     // order of its reduced indices, the last one fastest.
@@ -600,7 +622,7 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
         for (o[1] = 0; o[1] < got.shape()[1]; ++o[1])
           for (o[2] = 0; o[2] < got.shape()[2]; ++o[2])
             for (o[3] = 0; o[3] < sh[3]; ++o[3]) {
-              float acc = 0;
+              BlockedSum acc;
               std::array<std::int64_t, 4> i = o;
               std::int64_t n0 = mask & 1 ? sh[0] : 1, n1 = mask & 2 ? sh[1] : 1, n2 = mask & 4 ? sh[2] : 1;
               for (std::int64_t a = 0; a < n0; ++a)
@@ -609,9 +631,9 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
                     if (mask & 1) i[0] = a;
                     if (mask & 2) i[1] = b;
                     if (mask & 4) i[2] = c;
-                    acc += v(i[0], i[1], i[2], i[3]);
+                    acc.add(v(i[0], i[1], i[2], i[3]));
                   }
-              same = same && got(o[0], o[1], o[2], o[3]) == acc;
+              same = same && got(o[0], o[1], o[2], o[3]) == acc.result();
             }
       CHECK(same);
     }

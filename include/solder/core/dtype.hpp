@@ -57,6 +57,14 @@ concept Element = std::same_as<T, float> || std::same_as<T, double> ||
                   std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
                   std::same_as<T, bool> || detail::is_half_v<T>;
 
+// A C++ number an op accepts beside tensors: an Element, or an integer of any other width
+// (size_t, unsigned, long long, short ...), which enters as an int64 wrapped number, as a
+// Python int does in PyTorch (wrapped_t).
+template <class T>
+concept Number = Element<T> || std::integral<T>;
+template <Number T>
+using wrapped_t = std::conditional_t<Element<T>, T, std::int64_t>;
+
 template <class T>
 constexpr std::string_view dtype_name() {
 #if defined(__CUDACC__)

@@ -74,6 +74,11 @@ template <class... I>
 auto shape_of(I... sizes) {
   return shape(static_cast<std::int64_t>(sizes)...);
 }
+// A braced list of sizes, as torch.zeros((2, 3)): zeros<float>({2, 3}).
+template <std::size_t N>
+auto shape_of(std::int64_t const (&sizes)[N]) {
+  return Shape<dynamic_extents<static_cast<int>(N)>()>{std::to_array(sizes)};
+}
 
 }  // namespace detail
 
@@ -89,6 +94,18 @@ template <Element T, class Device = Host, auto E>
 auto ones(Shape<E> const& s) {
   return full<T, Device>(s, T(1));
 }
+template <Element T, class Device = Host, std::size_t N>
+auto full(std::int64_t const (&sizes)[N], T value) {
+  return full<T, Device>(detail::shape_of(sizes), value);
+}
+template <Element T, class Device = Host, std::size_t N>
+auto zeros(std::int64_t const (&sizes)[N]) {
+  return zeros<T, Device>(detail::shape_of(sizes));
+}
+template <Element T, class Device = Host, std::size_t N>
+auto ones(std::int64_t const (&sizes)[N]) {
+  return ones<T, Device>(detail::shape_of(sizes));
+}
 template <Element T, std::integral... I>
 auto zeros(I... sizes) {
   return zeros<T>(detail::shape_of(sizes...));
@@ -102,6 +119,8 @@ auto ones(I... sizes) {
 template <Element T>
 auto arange(double start, double end, double step = 1) {
   detail::check(step != 0, "arange: step must be non-zero");
+  detail::check(step > 0 ? end >= start : end <= start, "arange: the range [", start, ", ", end,
+                ") is inconsistent with the sign of step ", step);  // as torch.arange
   double n = std::ceil((end - start) / step);
   std::int64_t count = n > 0 ? static_cast<std::int64_t>(n) : 0;
   return detail::generate<T>(shape(count), [=](std::int64_t i) { return static_cast<T>(start + i * step); });
@@ -120,12 +139,21 @@ auto rand(Shape<E> const& s, T low = T(0), T high = T(1)) {
   st.offset += static_cast<std::uint64_t>(numel_of<rank_of<E>>(s.dims) + 3) / 4;
   return detail::generate<T, Device>(s, f);
 }
+template <std::floating_point T, class Device = Host, std::size_t N>
+auto rand(std::int64_t const (&sizes)[N], T low = T(0), T high = T(1)) {
+  return rand<T, Device>(detail::shape_of(sizes), low, high);
+}
 template <std::floating_point T, class Device = Host, auto E>
 auto randn(Shape<E> const& s) {
   auto& st = detail::rng_state();
   detail::Normal<T> f{st.seed, st.offset};
   st.offset += static_cast<std::uint64_t>(numel_of<rank_of<E>>(s.dims) + 1) / 2;
   return detail::generate<T, Device>(s, f);
+}
+
+template <std::floating_point T, class Device = Host, std::size_t N>
+auto randn(std::int64_t const (&sizes)[N]) {
+  return randn<T, Device>(detail::shape_of(sizes));
 }
 
 // Copies: from a vector (rank 1, or reshaped to `s`) or from a pointer to numel(s) values.

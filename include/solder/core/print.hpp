@@ -22,10 +22,12 @@ std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
   auto put = [&](T x) {
     if constexpr (std::is_same_v<T, bool>) os << (x ? "True" : "False");
     else if constexpr (is_floating_v<T>) {
+      auto c = static_cast<compute_t<T>>(x);
       std::ostringstream one;
-      one << std::setprecision(6) << static_cast<compute_t<T>>(x);
+      one << std::setprecision(6) << c;
       std::string text = one.str();  // whole numbers print as "1." as in PyTorch
       if (text.find_first_of(".enai") == std::string::npos) text += '.';
+      if (c != c) text = "nan";  // whatever its sign bit, as in PyTorch
       os << text;
     }
     else os << static_cast<long long>(x);
@@ -54,6 +56,12 @@ std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
   os << ", shape=" << shape_string<R>(s) << ", dtype=" << dtype_name<T>() << ')';
   os.precision(precision);
   return os;
+}
+
+// An expression prints as the tensor it evaluates to.
+template <Expr X>
+std::ostream& operator<<(std::ostream& os, X const& e) {
+  return os << eval(e);
 }
 
 }  // namespace solder

@@ -102,6 +102,26 @@ class BasicTensor {
     return *this;
   }
 
+  // x += v (and -= *= /=) with a number, a tensor or an expression: x = x + v, evaluated in
+  // place (assignment handles an operand that overlaps x). The result keeps x's type: a float
+  // result into an integer tensor is a compile error, as PyTorch refuses it.
+  template <class V>
+  BasicTensor& operator+=(V const& v) {
+    return *this = *this + v;
+  }
+  template <class V>
+  BasicTensor& operator-=(V const& v) {
+    return *this = *this - v;
+  }
+  template <class V>
+  BasicTensor& operator*=(V const& v) {
+    return *this = *this * v;
+  }
+  template <class V>
+  BasicTensor& operator/=(V const& v) {
+    return *this = *this / v;
+  }
+
   // Tensors of another static extents (or none) convert after a run-time check.
   template <auto E2>
     requires(rank_of<E2> == rank)

@@ -130,29 +130,38 @@ auto broadcast_to(TT const& t, Shape<E> const& s) {
   return expand(t, s.dims);
 }
 
-// view(t, shape): a new shape over contiguous storage (one extent may be -1); never copies.
-// reshape(t, shape): the same, or a contiguous copy when t's strides do not allow a view.
-template <TensorType TT, std::size_t N>
-auto view(TT const& t, std::array<std::int64_t, N> shape) {
-  constexpr int R2 = static_cast<int>(N);
+namespace detail {
+// The sizes of view(t, shape) and reshape(t, shape): one -1 inferred, the count checked; errors
+// name `op`, the one the user called.
+template <std::size_t N, std::size_t M>
+Index<static_cast<int>(N)> new_shape(std::array<std::int64_t, N> shape,
+                                      std::array<std::int64_t, M> const& input, char const* op) {
+  constexpr int R2 = static_cast<int>(N), R = static_cast<int>(M);
+  std::int64_t const numel = numel_of<R>(input);
   std::int64_t known = 1, infer = -1;
   for (int i = 0; i < R2; ++i) {
     if (shape[i] == -1) {
-      detail::check(infer < 0, "view: only one dim can be -1");
+      check(infer < 0, op, ": only one dim can be -1");
       infer = i;
     } else {
-      detail::check(shape[i] >= 0, "view: invalid size ", shape[i]);
+      check(shape[i] >= 0, op, ": invalid size ", shape[i]);
       known *= shape[i];
     }
   }
-  if (infer >= 0) {
-    detail::check(known != 0 && t.numel() % known == 0, "view: shape ",
-                  shape_string<R2>(Index<R2>(shape)), " is invalid for ", t.numel(), " elements");
-    shape[infer] = t.numel() / known;
-  }
-  Index<R2> s(shape);
-  detail::check(numel_of<R2>(s) == t.numel(), "view: shape ", shape_string<R2>(s),
-                " is invalid for input of shape ", shape_string<TT::rank>(t.shape()));
+  bool fits = infer < 0 ? known == numel : known != 0 && numel % known == 0;
+  check(fits, op, ": shape ", shape_string<R2>(shape), " is invalid for an input of shape ",
+        shape_string<R>(input), " (", numel, " elements)");
+  if (infer >= 0) shape[infer] = numel / known;
+  return shape;
+}
+}  // namespace detail
+
+// view(t, shape): a new shape over contiguous storage (one extent may be -1); never copies.
+// reshape(t, shape): the same, or a contiguous copy when t's strides do not allow a view.
+template <TensorType TT, std::size_t N>
+auto view(TT const& t, std::array<std::int64_t, N> const& shape) {
+  constexpr int R2 = static_cast<int>(N);
+  Index<R2> s = detail::new_shape(shape, t.shape(), "view");
   detail::check(t.is_contiguous(), "view: the tensor of shape ", shape_string<TT::rank>(t.shape()),
                 " is not contiguous; use reshape (which copies)");
   return detail::view_of<R2>(t, s, contiguous_strides<R2>(s));
@@ -164,12 +173,33 @@ auto view(TT const& t, Shape<E> const& s) {
 
 template <TensorType TT, std::size_t N>
 auto reshape(TT const& t, std::array<std::int64_t, N> const& shape) {
-  if (t.is_contiguous()) return view(t, shape);
-  return view(t.clone(), shape);
+  Index<static_cast<int>(N)> s = detail::new_shape(shape, t.shape(), "reshape");
+  if (t.is_contiguous()) return view(t, s);
+  return view(t.clone(), s);
 }
 template <TensorType TT, auto E>
 auto reshape(TT const& t, Shape<E> const& s) {
   return reshape(t, s.dims);
+}
+
+// Sizes as a braced list, as PyTorch is called: view(t, {2, -1}), expand(t, {3, 4}) (also on
+// expressions), broadcast_to(t, {3, 4}).
+template <TensorType TT, std::size_t N>
+auto view(TT const& t, std::int64_t const (&shape)[N]) {
+  return view(t, std::to_array(shape));
+}
+template <TensorType TT, std::size_t N>
+auto reshape(TT const& t, std::int64_t const (&shape)[N]) {
+  return reshape(t, std::to_array(shape));
+}
+template <class X, std::size_t N>
+  requires(TensorType<X> || Expr<X>)
+auto expand(X const& x, std::int64_t const (&shape)[N]) {
+  return expand(x, std::to_array(shape));
+}
+template <TensorType TT, std::size_t N>
+auto broadcast_to(TT const& t, std::int64_t const (&shape)[N]) {
+  return expand(t, std::to_array(shape));
 }
 
 // flatten<Start, End>(t): dims Start..End merged into one. Template arguments, because they

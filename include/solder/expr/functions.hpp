@@ -5,11 +5,28 @@
 
 namespace solder {
 
+// What the element-wise ops take: an Operand, or an integer of any width (x / v.size()).
+template <class X>
+concept Arg = Operand<X> || Number<std::remove_cvref_t<X>>;
+
+namespace detail {
+// An integer that is no Element (size_t, unsigned ...) as the int64 it enters an expression as.
+template <class X>
+decltype(auto) wrap_number(X const& x) {
+  if constexpr (Operand<X>) return x;  // by reference: no copy of a tree
+  else return static_cast<wrapped_t<X>>(x);
+}
+template <class Op, class... X>
+auto make_op(Op op, X const&... x) {
+  return make_map(op, wrap_number(x)...);
+}
+}  // namespace detail
+
 #define SOLDER_BINARY_OPERATOR(sym, Op)                        \
-  template <Operand A, Operand B>                              \
+  template <Arg A, Arg B>                                      \
     requires(Lazy<A> || Lazy<B>)                               \
   auto operator sym(A const& a, B const& b) {                  \
-    return make_map(ops::Op{}, a, b);                          \
+    return detail::make_op(ops::Op{}, a, b);                   \
   }
 SOLDER_BINARY_OPERATOR(+, Add)
 SOLDER_BINARY_OPERATOR(-, Sub)
@@ -24,16 +41,15 @@ SOLDER_BINARY_OPERATOR(>=, Ge)
 #undef SOLDER_BINARY_OPERATOR
 
 #define SOLDER_BINARY_FUNCTION(fn, Op)      \
-  template <Operand A, Operand B>           \
+  template <Arg A, Arg B>                   \
     requires(Lazy<A> || Lazy<B>)            \
   auto fn(A const& a, B const& b) {         \
-    return make_map(ops::Op{}, a, b);       \
+    return detail::make_op(ops::Op{}, a, b); \
   }
 SOLDER_BINARY_FUNCTION(add, Add)
 SOLDER_BINARY_FUNCTION(sub, Sub)
 SOLDER_BINARY_FUNCTION(mul, Mul)
 SOLDER_BINARY_FUNCTION(div, Div)
-SOLDER_BINARY_FUNCTION(pow, Pow)
 SOLDER_BINARY_FUNCTION(maximum, Maximum)
 SOLDER_BINARY_FUNCTION(minimum, Minimum)
 SOLDER_BINARY_FUNCTION(eq, Eq)
@@ -46,6 +62,19 @@ SOLDER_BINARY_FUNCTION(logical_and, LogicalAnd)
 SOLDER_BINARY_FUNCTION(logical_or, LogicalOr)
 SOLDER_BINARY_FUNCTION(logical_xor, LogicalXor)
 #undef SOLDER_BINARY_FUNCTION
+
+// pow(a, b): floats as std::pow; integers exactly, by squaring, wrapping on overflow
+// (pow(2, 40) in int64 is 2^40). As in PyTorch, an integer tensor to a negative integer number
+// is an error; to a tensor's negative elements it is 0 (1 and -1 to the power as they are).
+template <Arg A, Arg B>
+  requires(Lazy<A> || Lazy<B>)
+auto pow(A const& a, B const& b) {
+  if constexpr (std::signed_integral<B>)
+    if constexpr (!is_floating_v<typename node_t<A>::value_type>)
+      detail::check(b >= 0, "pow: integers to negative integer powers are not allowed (exponent ",
+                    b, ")");
+  return detail::make_op(ops::Pow{}, a, b);
+}
 
 // torch.max(a, b) / torch.min(a, b) with two tensors are element-wise; with a dim they reduce
 // (expr/reduce.hpp).
@@ -112,17 +141,17 @@ auto softplus(X const& x, double beta = 1, double threshold = 20) {
 }
 
 // clamp(x, lo, hi) = min(max(x, lo), hi): promotes like PyTorch and keeps NaN.
-template <Lazy X, Operand L, Operand H>
+template <Lazy X, Arg L, Arg H>
 auto clamp(X const& x, L const& lo, H const& hi) {
   return minimum(maximum(x, lo), hi);
 }
 
-template <Operand C, Operand A, Operand B>
+template <Operand C, Arg A, Arg B>
   requires(Lazy<C> || Lazy<A> || Lazy<B>)
 auto where(C const& cond, A const& a, B const& b) {
   static_assert(std::is_same_v<typename node_t<C>::value_type, bool>,
                 "solder: where(cond, a, b): the condition must be a bool expression");
-  return make_map(ops::Where{}, cond, a, b);
+  return detail::make_op(ops::Where{}, cond, a, b);
 }
 
 // cast<U>(x): x's values converted to U (bool: x != 0).

@@ -13,6 +13,46 @@
 
 namespace solder::ops {
 
+// Signed integers wrap around (two's complement) on overflow, as in PyTorch: + - * and
+// negation compute in the unsigned type, where wrapping is defined, and convert back (modular
+// since C++20). Other types compute as they are.
+template <class T>
+inline constexpr bool wraps = std::is_integral_v<T> && std::is_signed_v<T>;
+template <class T>
+using wrap_t =
+    typename std::conditional_t<wraps<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+template <class T>
+SOLDER_HD SOLDER_INLINE constexpr T wrapping_add(T a, T b) {
+  return static_cast<T>(static_cast<wrap_t<T>>(a) + static_cast<wrap_t<T>>(b));
+}
+template <class T>
+SOLDER_HD SOLDER_INLINE constexpr T wrapping_sub(T a, T b) {
+  return static_cast<T>(static_cast<wrap_t<T>>(a) - static_cast<wrap_t<T>>(b));
+}
+template <class T>
+SOLDER_HD SOLDER_INLINE constexpr T wrapping_mul(T a, T b) {
+  return static_cast<T>(static_cast<wrap_t<T>>(a) * static_cast<wrap_t<T>>(b));
+}
+template <class T>
+SOLDER_HD SOLDER_INLINE constexpr T wrapping_neg(T x) {
+  if constexpr (wraps<T>) return wrapping_sub(T(0), x);
+  else return static_cast<T>(-x);  // (0 - x would lose the sign of a float zero)
+}
+
+// Integer powers by squaring, wrapping, as PyTorch's powi: a negative exponent gives 1 for a
+// base of 1, +-1 for -1 and 0 otherwise (a negative scalar exponent is refused where pow is
+// called: expr/functions.hpp).
+template <class T>
+SOLDER_HD SOLDER_INLINE constexpr T integer_pow(T a, T b) {
+  if (b < 0) return a == T(1) ? T(1) : a == T(-1) ? (b % 2 != 0 ? T(-1) : T(1)) : T(0);
+  T r = 1;
+  for (; b != 0; b /= 2) {
+    if (b % 2 != 0) r = wrapping_mul(r, a);
+    a = wrapping_mul(a, a);
+  }
+  return r;
+}
+
 struct Arith {  // + - * abs relu ...: same type in and out
   template <class P>
   using compute = P;
@@ -54,9 +94,9 @@ struct Predicate {  // comparisons and logic: bool out
     }                                                                  \
   };
 
-SOLDER_BINARY(Add, Arith, "add", static_cast<T>(a + b))
-SOLDER_BINARY(Sub, Arith, "sub", static_cast<T>(a - b))
-SOLDER_BINARY(Mul, Arith, "mul", static_cast<T>(a * b))
+SOLDER_BINARY(Add, Arith, "add", wrapping_add(a, b))
+SOLDER_BINARY(Sub, Arith, "sub", wrapping_sub(a, b))
+SOLDER_BINARY(Mul, Arith, "mul", wrapping_mul(a, b))
 SOLDER_BINARY(Div, Floating, "div", a / b)
 // NaN-propagating, like torch.maximum / torch.minimum.
 SOLDER_BINARY(Maximum, Arith, "maximum", (a > b || a != a) ? a : b)
@@ -76,13 +116,14 @@ struct Pow : Arith, Heavy {
   template <class T>
   SOLDER_HD SOLDER_INLINE constexpr T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) return math::pow(a, b);
-    else return static_cast<T>(math::pow(static_cast<double>(a), static_cast<double>(b)));
+    else if constexpr (std::is_same_v<T, bool>) return a || !b;
+    else return integer_pow(a, b);
   }
 };
 
-SOLDER_UNARY(Neg, Arith, "neg", static_cast<T>(-x))
+SOLDER_UNARY(Neg, Arith, "neg", wrapping_neg(x))
 SOLDER_UNARY(LogicalNot, Predicate, "logical_not", x == T(0))
-SOLDER_UNARY(Abs, Arith, "abs", x < T(0) ? static_cast<T>(-x) : x)
+SOLDER_UNARY(Abs, Arith, "abs", x < T(0) ? wrapping_neg(x) : x)  // abs(INT_MIN) = INT_MIN
 SOLDER_UNARY(Relu, Arith, "relu", x < T(0) ? T(0) : x)  // NaN stays NaN
 SOLDER_UNARY(Exp, Transcendental, "exp", math::exp(x))
 SOLDER_UNARY(Expm1, Transcendental, "expm1", math::expm1(x))

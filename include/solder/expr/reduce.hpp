@@ -36,9 +36,11 @@ struct Sum : WideningFold {
   template <class A>
   SOLDER_HD static constexpr A identity() { return A(0); }
   template <class A, class V>
-  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) { return a + A(v); }
+  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) {
+    return wrapping_add(a, A(v));  // integers wrap around, as in PyTorch
+  }
   template <class A>
-  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return a + b; }
+  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return wrapping_add(a, b); }
 };
 
 struct Mean : Sum {
@@ -52,9 +54,11 @@ struct Prod : WideningFold {
   template <class A>
   SOLDER_HD static constexpr A identity() { return A(1); }
   template <class A, class V>
-  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) { return a * A(v); }
+  SOLDER_HD SOLDER_INLINE static constexpr A step(A a, V v, std::int64_t) {
+    return wrapping_mul(a, A(v));
+  }
   template <class A>
-  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return a * b; }
+  SOLDER_HD SOLDER_INLINE static constexpr A merge(A a, A b) { return wrapping_mul(a, b); }
 };
 
 // max/min propagate NaN like torch.amax: once NaN, always NaN.
@@ -217,6 +221,15 @@ std::array<std::int64_t, N> dims_of(int const (&d)[N]) {
 
 }  // namespace detail
 
+// A dim must be an integer: max(x, 0.f) would otherwise convert 0.f to dim 0 and reduce. (After
+// the one error, the input stands in for the result, so no other error follows.)
+#define SOLDER_FLOATING_DIM_ERROR(fn)                                                       \
+  static_assert(!std::is_floating_point_v<S>,                                              \
+                "solder: " #fn "(x, dim): a dim must be an integer; for the element-wise "  \
+                "maximum or minimum with a number write sd::maximum(x, v) or "              \
+                "sd::minimum(x, v)");                                                      \
+  return as_node(x);
+
 // f(x) over everything (argmax: an index into the flattened input); f(x, dim); each with an
 // optional sd::keepdim.
 #define SOLDER_DIM_REDUCTION(fn, Op)                                                        \
@@ -231,6 +244,14 @@ std::array<std::int64_t, N> dims_of(int const (&d)[N]) {
   template <Lazy X>                                                                        \
   auto fn(X const& x, std::int64_t dim, KeepDim) {                                         \
     return detail::make_reduce<ops::Op, true>(x, std::array<std::int64_t, 1>{dim});        \
+  }                                                                                        \
+  template <Lazy X, std::floating_point S>                                                 \
+  auto fn(X const& x, S) {                                                                 \
+    SOLDER_FLOATING_DIM_ERROR(fn)                                                          \
+  }                                                                                        \
+  template <Lazy X, std::floating_point S>                                                 \
+  auto fn(X const& x, S, KeepDim) {                                                        \
+    SOLDER_FLOATING_DIM_ERROR(fn)                                                          \
   }
 // ... and the value reductions also over a list of dims: sum(x, {d0, d1} [, sd::keepdim]).
 #define SOLDER_REDUCTION(fn, Op)                                                          \
@@ -254,5 +275,6 @@ SOLDER_DIM_REDUCTION(argmax, Argmax)
 SOLDER_DIM_REDUCTION(argmin, Argmin)
 #undef SOLDER_REDUCTION
 #undef SOLDER_DIM_REDUCTION
+#undef SOLDER_FLOATING_DIM_ERROR
 
 }  // namespace solder

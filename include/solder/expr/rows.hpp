@@ -15,32 +15,56 @@ std::int64_t row_dim(X const& x, std::int64_t dim, char const* op) {
 }
 }  // namespace detail
 
+namespace ops {
+// The row maximum softmax shifts by. A row over an empty dim has no outputs to shift, so, unlike
+// max(x, dim), it is no error: softmax over an empty dim is an empty tensor, as in PyTorch.
+struct RowMax : Max {
+  static constexpr bool needs_elements = false;
+};
+}  // namespace ops
+
+namespace detail {
+template <class X>
+auto row_max(X const& x, std::int64_t dim) {
+  return make_reduce<ops::RowMax, true>(x, std::array<std::int64_t, 1>{dim});
+}
+}  // namespace detail
+
 // softmax(x, dim) = exp(x - max) / sum(exp(x - max)): the max keeps exp from overflowing.
 template <Lazy X>
 auto softmax(X const& x, std::int64_t dim) {
   dim = detail::row_dim(x, dim, "softmax");
-  auto shifted = exp(x - max(x, dim, keepdim));
+  auto shifted = exp(x - detail::row_max(x, dim));
   return shifted * (1.f / sum(shifted, dim, keepdim));
 }
 
 template <Lazy X>
 auto log_softmax(X const& x, std::int64_t dim) {
   dim = detail::row_dim(x, dim, "log_softmax");
-  auto shifted = x - max(x, dim, keepdim);
+  auto shifted = x - detail::row_max(x, dim);
   return shifted - log(sum(exp(shifted), dim, keepdim));
 }
 
-// var(x, dim, correction = 1): sum((x - mean)^2) / (n - correction), as torch.var.
+// var(x, dims, correction = 1): sum((x - mean)^2) / max(0, n - correction), as torch.var: NaN
+// over an empty dim (0 / 0), and where n <= correction.
 namespace detail {
+template <bool Keep, class X, std::size_t N>
+auto variance(X const& x, std::array<std::int64_t, N> const& dims, double correction) {
+  auto centered = x - make_reduce<ops::Mean, true>(x, dims);
+  auto sq = make_reduce<ops::Sum, Keep>(centered * centered, dims);
+  using T = typename decltype(sq)::value_type;
+  double divisor = std::max(0.0, static_cast<double>(sq.count) - correction);
+  return sq / static_cast<compute_t<T>>(divisor);
+}
 template <bool Keep, class X>
 auto variance(X const& x, std::int64_t dim, double correction) {
-  dim = row_dim(x, dim, "var");
-  auto centered = x - mean(x, dim, keepdim);
-  auto sq = make_reduce<ops::Sum, Keep>(centered * centered, std::array<std::int64_t, 1>{dim});
-  using T = typename decltype(sq)::value_type;
-  return sq / static_cast<compute_t<T>>(static_cast<double>(sq.count) - correction);
+  return variance<Keep>(x, std::array<std::int64_t, 1>{row_dim(x, dim, "var")}, correction);
 }
 }  // namespace detail
+template <Lazy X>
+auto var(X const& x) {  // over every dim
+  return detail::variance<false>(x, detail::all_dims<node_t<X>::rank>(), 1);
+}
 template <Lazy X>
 auto var(X const& x, std::int64_t dim, double correction = 1) {
   return detail::variance<false>(x, dim, correction);
@@ -49,6 +73,14 @@ template <Lazy X>
 auto var(X const& x, std::int64_t dim, KeepDim, double correction = 1) {
   return detail::variance<true>(x, dim, correction);
 }
+template <Lazy X, std::size_t N>
+auto var(X const& x, int const (&dims)[N], double correction = 1) {
+  return detail::variance<false>(x, detail::dims_of(dims), correction);
+}
+template <Lazy X, std::size_t N>
+auto var(X const& x, int const (&dims)[N], KeepDim, double correction = 1) {
+  return detail::variance<true>(x, detail::dims_of(dims), correction);
+}
 
 namespace detail {
 template <int R>
@@ -56,6 +88,21 @@ std::array<std::int64_t, R> trailing_dims() {
   std::array<std::int64_t, R> d{};
   for (int i = 0; i < R; ++i) d[i] = -R + i;
   return d;
+}
+
+// gamma's (and beta's) shape must be the trailing dims of x's, the normalized shape, as
+// PyTorch checks: it must not broadcast into them.
+template <class X, class P>
+void check_normalized(char const* op, char const* param, X const& x, P const& p) {
+  constexpr int R = node_t<X>::rank, K = node_t<P>::rank;
+  static_assert(K >= 1 && K <= R,
+                "solder: layer_norm / rms_norm: the weights must have 1 to rank(x) dims");
+  Index<R> const xs = as_node(x).shape();  // (copies: a tensor's node is a temporary)
+  Index<K> const ps = as_node(p).shape();
+  bool same = true;
+  for (int i = 0; i < K; ++i) same = same && ps[i] == xs[R - K + i];
+  detail::check(same, op, ": ", param, " of shape ", shape_string<K>(ps),
+                " does not match the trailing dims of the input of shape ", shape_string<R>(xs));
 }
 }  // namespace detail
 
@@ -66,6 +113,9 @@ auto layer_norm(X const& x, G const& gamma, B const& beta, double eps = 1e-5) {
   constexpr int K = node_t<G>::rank;
   using T = typename node_t<X>::value_type;
   static_assert(is_floating_v<T>, "solder: layer_norm: the input must be floating point");
+  static_assert(node_t<B>::rank == K, "solder: layer_norm: gamma and beta must have the same rank");
+  detail::check_normalized("layer_norm", "gamma", x, gamma);
+  detail::check_normalized("layer_norm", "beta", x, beta);
   auto mu = detail::make_reduce<ops::Mean, true>(x, detail::trailing_dims<K>());
   auto centered = x - mu;
   auto v = detail::make_reduce<ops::Mean, true>(centered * centered, detail::trailing_dims<K>());
@@ -80,6 +130,7 @@ auto rms_norm(X const& x, G const& gamma,
   constexpr int K = node_t<G>::rank;
   using T = typename node_t<X>::value_type;
   static_assert(is_floating_v<T>, "solder: rms_norm: the input must be floating point");
+  detail::check_normalized("rms_norm", "gamma", x, gamma);
   auto ms = detail::make_reduce<ops::Mean, true>(x * x, detail::trailing_dims<K>());
   return x * rsqrt(ms + static_cast<compute_t<T>>(eps)) * gamma;
 }

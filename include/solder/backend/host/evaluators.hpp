@@ -123,9 +123,11 @@ struct RecallEval : SharedInput<Ev> {
 // Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
 // compiler keeps in vector registers, folded in a fixed order every block, so the result is
 // deterministic and float sums stay accurate over long rows.
-// Four 64-byte vectors of lanes: enough independent chains to hide the add/max latency.
+// Four 64-byte vectors of lanes: enough independent chains to hide the add/max latency. (Bools,
+// for max and min, take as many lanes as 4-byte types: a block then fits RepeatInputs.)
 template <class A>
-inline constexpr int reduce_vector = sizeof(A) >= 16 ? 4 : static_cast<int>(64 / sizeof(A));
+inline constexpr int reduce_vector =
+    sizeof(A) >= 16 ? 4 : static_cast<int>(64 / std::max<std::size_t>(sizeof(A), 4));
 template <class A>
 inline constexpr int reduce_lanes = 4 * reduce_vector<A>;
 template <class A>
@@ -168,6 +170,28 @@ SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t 
   }
   return total;
 }
+
+// The order every other host path folds a sequence of terms in, with reduce_range's error
+// bound: runs of reduce_chunk_len consecutive terms each into a chunk (as a lane takes its
+// terms), reduce_lanes chunks into a block, the blocks merged in order. A sum of n floats then
+// errs by about (reduce_chunk_len + reduce_lanes + n / reduce_block_len) eps, not n eps.
+template <class A>
+inline constexpr std::int64_t reduce_chunk_len = reduce_block_len<A> / reduce_lanes<A>;
+template <class Op, class A>
+struct BlockedFold {
+  A total = Op::template identity<A>(), block = total, chunk = total;
+  std::int64_t n = 0;  // terms folded
+  // After one more term was folded into `chunk`.
+  SOLDER_INLINE void next() {
+    if (++n % reduce_chunk_len<A> != 0) return;
+    block = Op::merge(block, chunk);
+    chunk = Op::template identity<A>();
+    if (n % reduce_block_len<A> != 0) return;
+    total = Op::merge(total, block);
+    block = Op::template identity<A>();
+  }
+  A result() const { return Op::merge(total, Op::merge(block, chunk)); }
+};
 
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
@@ -213,24 +237,26 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     if (block) {
       acc = split ? reduce_split(f) : reduce_block(child, f, 0, count);
     } else if (run > 0 && (!repeat || run_inputs.p)) {  // (an unlinked copy: index by index)
-      acc = Op::template identity<A>();
+      BlockedFold<Op, A> fold;  // the runs' partials: many short runs must not fold one by one
       for (std::int64_t first_of_run = 0; first_of_run < count; first_of_run += run) {
         A part = repeat ? reduce_repeating(f) : reduce_block(child, f, 0, run);
         if constexpr (requires { part.index; })  // argmax: an index into all reduced elements
           if (part.index >= 0) part.index += first_of_run;
-        acc = Op::merge(acc, part);
+        fold.chunk = Op::merge(fold.chunk, part);
+        fold.next();
         for (int a = NA - 1; a >= 0; --a) {  // the next run: the reduced axes before it
           if (axes[a] >= run_from) continue;
           if (++f[axes[a]] < fdom[axes[a]]) break;
           f[axes[a]] = 0;
         }
       }
-    } else {
-      acc = Op::template identity<A>();
-      std::int64_t n = 0;
+      acc = fold.result();
+    } else {  // term by term, in the order write_columns folds them (the same results)
+      BlockedFold<Op, A> fold;
       if (count > 0) {
         for (;;) {
-          acc = Op::step(acc, child.at(f), n++);
+          fold.chunk = Op::step(fold.chunk, child.at(f), fold.n);
+          fold.next();
           int a = NA - 1;
           for (; a >= 0; --a) {
             if (++f[axes[a]] < fdom[axes[a]]) break;
@@ -239,6 +265,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
           if (a < 0) break;
         }
       }
+      acc = fold.result();
     }
     value = static_cast<R>(Op::finalize(acc, count));
   }
@@ -271,19 +298,18 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
   A reduce_split(Index<F> const& f) {
     constexpr std::int64_t len = reduce_block_len<A>;
     std::int64_t nb = (count + len - 1) / len;
-    std::vector<A> part(static_cast<std::size_t>(nb), Op::template identity<A>());
+    auto part = std::make_unique<A[]>(static_cast<std::size_t>(nb));  // (not vector<bool>)
     SOLDER_OMP(parallel) {
       Child c = child;
       c.begin_line(f);
       SOLDER_OMP(for schedule(static))
       for (std::int64_t k = 0; k < nb; ++k) {
         std::int64_t b = k * len, e = b + len < count ? b + len : count;
-        part[static_cast<std::size_t>(k)] =
-            reduce_lane_block<Op, A>(c, b, e);
+        part[static_cast<std::size_t>(k)] = reduce_lane_block<Op, A>(c, b, e);
       }
     }
     A acc = Op::template identity<A>();
-    for (auto const& p : part) acc = Op::merge(acc, p);
+    for (std::int64_t k = 0; k < nb; ++k) acc = Op::merge(acc, part[static_cast<std::size_t>(k)]);
     return acc;
   }
   // run, run_from and repeat (make_reduce_eval calls it): the longest run of reduced axes at the
@@ -332,33 +358,46 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     SOLDER_SIMD
     for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
   }
+  static void merge_into(A* __restrict into, A* __restrict from, std::int64_t n) {
+    for (std::int64_t k = 0; k < n; ++k) {
+      into[k] = Op::merge(into[k], from[k]);
+      from[k] = Op::template identity<A>();
+    }
+  }
   // Outputs [b, e) of the column form into out[b, e): a tile of outputs within one run of
   // columns is folded side by side, one input row at a time, each output taking its terms in
-  // the order prepare() does.
+  // the order prepare() does (BlockedFold: the rows in chunks, the chunks in blocks).
   template <class OutT>
   void write_columns(OutT* out, std::int64_t b, std::int64_t e) const {
     constexpr std::int64_t tile = 1024;
     std::int64_t cols = 1;  // the run of columns
     for (int k = axes[NA - 1] + 1; k < F; ++k) cols *= fdom[k];
     Child c = child;
-    A acc[tile];
+    A chunk[tile], block[tile], total[tile];
     for (std::int64_t t0 = b, n; t0 < e; t0 += n) {
       n = std::min({tile, e - t0, cols - t0 % cols});
-      for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::template identity<A>();
+      for (std::int64_t k = 0; k < n; ++k)
+        chunk[k] = block[k] = total[k] = Op::template identity<A>();
       Index<F> f{};
       std::int64_t o = t0;
       for (int a = F - 1; a >= 0; --a)
         if (src[a] >= 0) f[a] = o % fdom[a], o /= fdom[a];
       for (std::int64_t r = 0; r < count; ++r) {
         c.begin_line(f);
-        fold_row(acc, c, n, r);
+        fold_row(chunk, c, n, r);
+        if ((r + 1) % reduce_chunk_len<A> == 0) {
+          merge_into(block, chunk, n);
+          if ((r + 1) % reduce_block_len<A> == 0) merge_into(total, block, n);
+        }
         for (int a = NA - 1; a >= 0; --a) {  // the next reduced index
           if (++f[axes[a]] < fdom[axes[a]]) break;
           f[axes[a]] = 0;
         }
       }
-      for (std::int64_t k = 0; k < n; ++k)
-        out[t0 + k] = static_cast<OutT>(static_cast<R>(Op::finalize(acc[k], count)));
+      for (std::int64_t k = 0; k < n; ++k) {
+        A acc = Op::merge(total[k], Op::merge(block[k], chunk[k]));
+        out[t0 + k] = static_cast<OutT>(static_cast<R>(Op::finalize(acc, count)));
+      }
     }
   }
   void link(Links& l) {
