@@ -56,6 +56,10 @@ void consistent(E const& e, int kernels, int eager_kernels) {
   CHECK(dot.rfind("digraph", 0) == 0);
   CHECK(dot_clusters(dot) == kernels);
   CHECK(count_of(text, "\nkernel ") == kernels);
+  // ... and the kernels that run.
+  auto before = sd::detail::kernels_run();
+  auto r = sd::eval(e);
+  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(kernels));
 }
 
 }  // namespace
@@ -122,10 +126,17 @@ TEST_CASE("kernel counts: compile time and run time", "[plan][kernel_count]") {
   // var0: the mean (read twice by the sum's input, materialized once), the sum, the division.
   // lsm0: the max (read by the sum's kernel and by the output's, materialized once), the sum,
   // the output.
-  for (auto [text, kernels, breaks] : {std::tuple{sd::explain(keep0), 2, 1}, {sd::explain(var0), 3, 2},
-                                       {sd::explain(lsm0), 3, 2}}) {
+  auto launched = [](auto const& e) {
+    auto before = sd::detail::kernels_run();
+    auto r = sd::eval(e);
+    return static_cast<int>(sd::detail::kernels_run() - before);
+  };
+  for (auto [text, kernels, breaks, ran] :
+       {std::tuple{sd::explain(keep0), 2, 1, launched(keep0)}, {sd::explain(var0), 3, 2, launched(var0)},
+        {sd::explain(lsm0), 3, 2, launched(lsm0)}}) {
     INFO(text);
     CHECK(explained_kernels(text) == kernels);
+    CHECK(ran == kernels);  // explain() has the run-time configuration the executor runs
     CHECK(count_of(text, "fold leading dims: on their own they read rows") == breaks);
     CHECK(count_of(text, "(run-time break)") == breaks);
   }

@@ -2,8 +2,8 @@
 // The one header users include. Layers, top to bottom (DESIGN.md §2):
 //   core/     tensors, extents, dtypes, errors, views, factories
 //   expr/     expression nodes and the functions that build them
-//   plan/     the compile-time fusion planner: kernel_count, explain, eager
-//   backend/  executors that run one planned kernel (host: OpenMP; cuda: with nvcc)
+//   plan/     the fusion planner: kernel_count, the run-time configuration, explain
+//   backend/  executors that run one planned kernel (host: OpenMP; cuda: with nvcc), eager
 #pragma once
 
 #include "core/config.hpp"
@@ -16,16 +16,18 @@
 #include "core/random.hpp"
 #include "core/factories.hpp"
 #include "core/print.hpp"
+#include "core/views.hpp"
 
 #include "expr/node.hpp"
 #include "expr/map.hpp"
 #include "expr/functions.hpp"
 #include "expr/reduce.hpp"
 #include "expr/rows.hpp"
+#include "expr/view.hpp"
 
 #include "plan/plan.hpp"
 #include "plan/common_reductions.hpp"
-#include "core/views.hpp"
+#include "plan/explain.hpp"
 
 #include "backend/eval.hpp"
 #include "backend/host/evaluators.hpp"
@@ -36,6 +38,4 @@
 #include "backend/cuda/executor.hpp"
 #endif
 #include "backend/assign.hpp"
-
-#include "plan/eager.hpp"
-#include "plan/explain.hpp"
+#include "backend/eager.hpp"

@@ -27,8 +27,16 @@ class MaterializedScope {
   MaterializedScope& operator=(MaterializedScope const&) = delete;
 };
 
+// Planned kernels this thread has run (each of them one loop on the host, one kernel or a
+// kernel and its merge on the GPU): what tests compare with kernel_count and explain().
+inline std::uint64_t& kernels_run() {
+  thread_local std::uint64_t n = 0;
+  return n;
+}
+
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
+  ++kernels_run();
   MaterializedScope scope;
   if constexpr (std::is_same_v<typename OutTensor::device_type, Host>) {
     // Not in nvcc's device passes: host code never runs there, and the host executor would
@@ -52,9 +60,10 @@ bool same_storage(std::shared_ptr<A> const& a, std::shared_ptr<B> const& b) {
 // before the same element is written, and lines are prepared before they are written).
 template <int D, bool InReduce, class N, class OutTensor>
 bool overlaps(N const& n, OutTensor const& out) {
-  if constexpr (is_break<N, D, InReduce>()) {
-    return false;  // evaluated into a temporary before this kernel writes
-  } else if constexpr (is_leaf<N>::value) {
+  if constexpr (is_break<N, D, InReduce>() || N::kind == NodeKind::view ||
+                N::kind == NodeKind::shared || N::kind == NodeKind::scalar) {
+    return false;  // breaks, views' and shared nodes' children: evaluated into temporaries first
+  } else if constexpr (N::kind == NodeKind::leaf) {
     auto const& t = n.tensor;
     if (!same_storage(t.storage(), out.storage()) || t.numel() == 0 || out.numel() == 0) return false;
     if constexpr (N::rank == OutTensor::rank)
@@ -62,23 +71,34 @@ bool overlaps(N const& n, OutTensor const& out) {
           t.shape() == out.shape() && t.strides() == out.strides())
         return false;
     return true;
-  } else if constexpr (is_map<N>::value) {
-    return std::apply([&](auto const&... c) { return (false || ... || overlaps<D, InReduce>(c, out)); },
-                      n.children);
-  } else if constexpr (is_reduce<N>::value) {
-    return overlaps<decltype(n.child)::rank, true>(n.child, out);
+  } else if constexpr (N::kind == NodeKind::map) {
+    return any_child(n, [&](auto const& c) -> bool { return overlaps<D, InReduce>(c, out); });
+  } else if constexpr (N::kind == NodeKind::reduce) {
+    return overlaps<decltype(n.input)::rank, true>(n.input, out);
   } else {
+    unhandled_kind<N>("the alias check");
     return false;
   }
+}
+
+// A tensor some of whose elements share memory (an expanded view: stride 0 along an axis of
+// more than one element) cannot be written: each write would land on several elements, the
+// last one winning. PyTorch refuses it too.
+template <class Dst>
+void check_no_internal_overlap(Dst const& dst, char const* op) {
+  constexpr int R = Dst::rank;
+  for (int i = 0; i < R; ++i)
+    check(dst.strides()[i] != 0 || dst.shape()[i] <= 1 || dst.numel() == 0, op, ": cannot write to a tensor of shape ",
+          shape_string<R>(dst.shape()), " and strides ", shape_string<R>(dst.strides()),
+          ": more than one element refers to the same memory location (an expanded view); "
+          "write to a clone() of it instead");
 }
 
 template <class To, class From>
 constexpr bool can_store = category<From> <= category<To>;
 
-template <class Dst, class Src>
-void assign(Dst& dst, Src const& src) {
-  auto const& node = as_node(src);
-  using N = std::remove_cvref_t<decltype(node)>;
+template <class Dst, class N>
+void assign_node(Dst& dst, N const& node) {
   using Device = typename Dst::device_type;
   constexpr int R = Dst::rank;
   constexpr bool same_rank = N::rank == R;
@@ -103,6 +123,7 @@ void assign(Dst& dst, Src const& src) {
   if constexpr (same_extents && storable && same_device) {
     check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
           " into a tensor of shape ", shape_string<R>(dst.shape()));
+    check_no_internal_overlap(dst, "assign");
     with_common_reductions(node, [&](N const& n) {
       if (overlaps<R, false>(n, dst)) {
         using T = canonical_t<typename N::value_type>;
@@ -116,11 +137,14 @@ void assign(Dst& dst, Src const& src) {
   }
 }
 
+template <class Dst, class Src>
+void assign(Dst& dst, Src const& src) {
+  assign_node(dst, stored(as_node(src)));  // (a shared root: its child, with no copy)
+}
+
 template <class N>
-auto materialize(N const& n) {
-  BasicTensor<canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
-              typename N::device_type>
-      t(n.shape());
+materialized_t<N> materialize(N const& n) {
+  materialized_t<N> t(n.shape());
   run_kernel(t, n);
   return t;
 }

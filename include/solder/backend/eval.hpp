@@ -310,15 +310,23 @@ struct MapEval {
     return line_vec_of<V>(j, Seq{});
   }
   SOLDER_HD SOLDER_INLINE auto at(Index<D> const& i) const { return at_of(i, Seq{}); }
-  bool contiguous(int from_axis, Index<D> const& dom) const {
-    return std::apply([&](auto const&... e) { return (true && ... && e.contiguous(from_axis, dom)); }, c);
+  // The run-time queries below visit the children through index sequences, not std::apply,
+  // whose noexcept test would instantiate the whole tree below in one nested chain.
+  template <std::size_t... I>
+  bool contiguous_of(int from_axis, Index<D> const& dom, std::index_sequence<I...>) const {
+    return (true && ... && std::get<I>(c).contiguous(from_axis, dom));
   }
-  bool runs(int from_axis, Index<D> const& dom) const {
-    return std::apply([&](auto const&... e) { return (true && ... && e.runs(from_axis, dom)); }, c);
+  bool contiguous(int from_axis, Index<D> const& dom) const { return contiguous_of(from_axis, dom, Seq{}); }
+  template <std::size_t... I>
+  bool runs_of(int from_axis, Index<D> const& dom, std::index_sequence<I...>) const {
+    return (true && ... && std::get<I>(c).runs(from_axis, dom));
   }
-  void prefetch_line(Index<D> const& i, std::int64_t len) const {
-    std::apply([&](auto const&... e) { (e.prefetch_line(i, len), ...); }, c);
+  bool runs(int from_axis, Index<D> const& dom) const { return runs_of(from_axis, dom, Seq{}); }
+  template <std::size_t... I>
+  void prefetch_of(Index<D> const& i, std::int64_t len, std::index_sequence<I...>) const {
+    (std::get<I>(c).prefetch_line(i, len), ...);
   }
+  void prefetch_line(Index<D> const& i, std::int64_t len) const { prefetch_of(i, len, Seq{}); }
   // Whether o computes the same values: the same op (with the same parameters) on the same inputs.
   bool same(MapEval const& o) const {
     bool same_op = std::is_empty_v<Op> || std::memcmp(&op, &o.op, sizeof(Op)) == 0;
@@ -337,16 +345,26 @@ struct MapEval {
   SOLDER_HD SOLDER_INLINE bool vec_aligned() const {
     return vec_aligned_of<V>(Seq{});
   }
-  void set_split(bool s) {
-    std::apply([&](auto&... e) { (e.set_split(s), ...); }, c);
+  template <std::size_t... I>
+  void set_split_of(bool s, std::index_sequence<I...>) {
+    (std::get<I>(c).set_split(s), ...);
+  }
+  void set_split(bool s) { set_split_of(s, Seq{}); }
+  template <class L, std::size_t... I>
+  void link_of(L& l, std::index_sequence<I...>) {
+    (std::get<I>(c).link(l), ...);
   }
   template <class L>
   void link(L& l) {
-    std::apply([&](auto&... e) { (e.link(l), ...); }, c);
+    link_of(l, Seq{});
+  }
+  template <class F, std::size_t... I>
+  void for_each_leaf_of(F& f, std::index_sequence<I...>) {
+    (std::get<I>(c).for_each_leaf(f), ...);
   }
   template <class F>
   void for_each_leaf(F&& f) {
-    std::apply([&](auto&... e) { (e.for_each_leaf(f), ...); }, c);
+    for_each_leaf_of(f, Seq{});
   }
 };
 
@@ -433,9 +451,14 @@ struct Records {};
 template <class Ev>
 inline constexpr bool is_record = std::is_base_of_v<Records, Ev>;
 
-// Evaluates a node into a new tensor on its device (a break; backend/assign.hpp).
+// Evaluates a node into a new tensor on its device (a break; backend/assign.hpp). The return
+// types are spelled out: a walk that reaches a break then instantiates its kernel later, not
+// nested inside its own, so a long chain of breaks stays within the compiler's limits.
 template <class N>
-auto materialize(N const& n);
+using materialized_t = BasicTensor<canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
+                                   typename N::device_type>;
+template <class N>
+materialized_t<N> materialize(N const& n);
 
 // The reductions materialized while one assignment runs, by node id, so that a reduction read
 // by several breaks is computed once (rule 4): twice in one kernel (the mean in var's
@@ -456,16 +479,20 @@ struct Materialized {
   }
 };
 
-// A break's tensor: a reduction already materialized in this assignment is read again.
+// A break's tensor: an anchor (a reduction, a shared node's child) already materialized in this
+// assignment is read again.
 template <class N>
-auto materialize_once(N const& n) {
-  Materialized* scope = Materialized::current();
-  if constexpr (is_reduce<N>::value) {
-    using T = decltype(materialize(n));
+materialized_t<N> materialize_once(N const& n) {
+  if constexpr (N::kind == NodeKind::reduce || N::kind == NodeKind::shared) {
+    using T = materialized_t<N>;
+    Materialized* scope = Materialized::current();
     if (scope)
       for (auto const& e : scope->entries)
         if (e.id == n.id && e.type == type_key<T>()) return *static_cast<T const*>(e.tensor.get());
-    T t = materialize(n);
+    T t = [&] {
+      if constexpr (N::kind == NodeKind::shared) return materialize(*n.input);
+      else return materialize(n);
+    }();
     if (scope) scope->entries.push_back({n.id, type_key<T>(), std::make_shared<T const>(t)});
     return t;
   } else {
@@ -476,11 +503,11 @@ auto materialize_once(N const& n) {
 // A reduction fused into the kernel: its input is evaluated in the input's own index space.
 template <int D, bool Split, class Root = void, bool InReduce = false, class N>
 auto make_reduce_eval(N const& n, Temps& temps) {
-  using C = decltype(n.child);
+  using C = decltype(n.input);
   constexpr int F = C::rank;
-  Index<F> const& fdom = n.child.shape();
+  Index<F> const& fdom = n.input.shape();
   auto ce = [&] {
-    auto e = make_eval<F, true, Split, Root>(n.child, fdom, temps);
+    auto e = make_eval<F, true, Split, Root>(n.input, fdom, temps);
     if constexpr (!InReduce && shared_input<C, D, Root>())
       return wrap_shared<typename evals_of<Root>::template record<decltype(e)>>(e);
     else return e;
@@ -504,37 +531,56 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   return ev;
 }
 
-template <int D, bool InReduce, bool Split, class Root, class N>
+// An element-wise node's evaluator over its children's. (Braces: the children's evaluators are
+// made left to right, so breaks run in the order explain() numbers them.)
+template <int D, bool InReduce, bool Split, class Root, class N, std::size_t... I>
+auto make_map_eval(N const& n, Index<D> const& dom, Temps& temps, std::index_sequence<I...>) {
+  return MapEval<std::remove_cvref_t<decltype(n.op)>, typename N::compute_type, D,
+                 decltype(make_eval<D, InReduce, Split, Root>(n.template child<I>(), dom, temps))...>{
+      n.op, {make_eval<D, InReduce, Split, Root>(n.template child<I>(), dom, temps)...}};
+}
+
+// A node's evaluator in a kernel over the index space dom, by the node's kind: breaks and
+// views read a materialized result, leaves and numbers read themselves, maps and fused
+// reductions evaluate their children. Shared: a shared input's use outside the reduction that
+// folds it, wrapped by make_eval.
+template <int D, bool InReduce, bool Split, class Root, bool Shared, class N>
 auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
-  if constexpr (is_break<N, D, InReduce, Split>()) {
+  if constexpr (Shared) {
+    auto e = make_node_eval<D, InReduce, Split, Root, false>(n, dom, temps);
+    return wrap_shared<typename evals_of<Root>::template recall<decltype(e)>>(e);
+  } else if constexpr (is_break<N, D, InReduce, Split>()) {
     auto t = materialize_once(n);
     temps.push_back(t.storage());
     return leaf_eval<D>(t, dom);
-  } else if constexpr (is_leaf<N>::value) {
+  } else if constexpr (N::kind == NodeKind::leaf) {
     return leaf_eval<D>(n.tensor, dom);
-  } else if constexpr (is_scalar<N>::value) {
+  } else if constexpr (N::kind == NodeKind::scalar) {
     return ScalarEval<typename N::value_type, D>{n.value};
-  } else if constexpr (is_map<N>::value) {
-    return std::apply(
-        [&](auto const&... ch) {
-          using Op = std::remove_cvref_t<decltype(n.op)>;
-          return MapEval<Op, typename N::compute_type, D,
-                         decltype(make_eval<D, InReduce, Split, Root>(ch, dom, temps))...>{
-              n.op, {make_eval<D, InReduce, Split, Root>(ch, dom, temps)...}};
-        },
-        n.children);
-  } else {
-    static_assert(is_reduce<N>::value, "solder: evaluators: unknown node type");
+  } else if constexpr (N::kind == NodeKind::map) {
+    return make_map_eval<D, InReduce, Split, Root>(n, dom, temps,
+                                                   std::make_index_sequence<child_count<N>>{});
+  } else if constexpr (N::kind == NodeKind::reduce) {
     return make_reduce_eval<D, Split, Root, InReduce>(n, temps);
+  } else if constexpr (N::kind == NodeKind::view) {
+    auto t = n.apply(materialize_once(n.input));
+    temps.push_back(t.storage());
+    return leaf_eval<D>(t, dom);
+  } else if constexpr (N::kind == NodeKind::shared) {
+    auto t = materialize_once(n);
+    temps.push_back(t.storage());
+    return leaf_eval<D>(t, dom);
+  } else {
+    unhandled_kind<N>("make_eval");
   }
 }
 
+// (One function between a node and its children's: deep expressions stay within the
+// compiler's instantiation depth.)
 template <int D, bool InReduce, bool Split, class Root, class N>
 auto make_eval(N const& n, Index<D> const& dom, Temps& temps) {
-  auto e = make_node_eval<D, InReduce, Split, Root>(n, dom, temps);
-  if constexpr (!InReduce && shared_input<N, D, Root>())
-    return wrap_shared<typename evals_of<Root>::template recall<decltype(e)>>(e);
-  else return e;
+  return make_node_eval<D, InReduce, Split, Root, !InReduce && shared_input<N, D, Root>()>(n, dom,
+                                                                                            temps);
 }
 
 }  // namespace solder::detail

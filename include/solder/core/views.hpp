@@ -1,11 +1,11 @@
 // Views: new shapes and strides over the same storage, no copies (as torch.Tensor.view &
-// friends). On tensors they return tensors; on element-wise expressions they are pushed down
-// to the leaves, so they stay fused (rule 1).
+// friends). On tensors they return tensors; expr/view.hpp gives them to expressions.
 #pragma once
 #include <algorithm>
+#include <array>
+#include <cstdint>
 
-#include "../expr/map.hpp"
-#include "../plan/plan.hpp"
+#include "tensor.hpp"
 
 namespace solder {
 
@@ -182,8 +182,8 @@ auto reshape(TT const& t, Shape<E> const& s) {
   return reshape(t, s.dims);
 }
 
-// Sizes as a braced list, as PyTorch is called: view(t, {2, -1}), expand(t, {3, 4}) (also on
-// expressions), broadcast_to(t, {3, 4}).
+// Sizes as a braced list, as PyTorch is called: view(t, {2, -1}), expand(t, {3, 4}),
+// broadcast_to(t, {3, 4}).
 template <TensorType TT, std::size_t N>
 auto view(TT const& t, std::int64_t const (&shape)[N]) {
   return view(t, std::to_array(shape));
@@ -192,10 +192,9 @@ template <TensorType TT, std::size_t N>
 auto reshape(TT const& t, std::int64_t const (&shape)[N]) {
   return reshape(t, std::to_array(shape));
 }
-template <class X, std::size_t N>
-  requires(TensorType<X> || Expr<X>)
-auto expand(X const& x, std::int64_t const (&shape)[N]) {
-  return expand(x, std::to_array(shape));
+template <TensorType TT, std::size_t N>
+auto expand(TT const& t, std::int64_t const (&shape)[N]) {
+  return expand(t, std::to_array(shape));
 }
 template <TensorType TT, std::size_t N>
 auto broadcast_to(TT const& t, std::int64_t const (&shape)[N]) {
@@ -222,49 +221,6 @@ auto flatten(TT const& t) {
     }
     return reshape(t, out);
   }
-}
-
-namespace detail {
-
-// Applies a tensor view to every input of an element-wise expression of shape `full`,
-// after broadcasting each input to that shape (so the view means the same for all).
-template <class N, std::size_t R, class F>
-auto push_view(N const& n, std::array<std::int64_t, R> const& full, F const& f) {
-  if constexpr (is_leaf<N>::value) {
-    return as_node(f(expand(n.tensor, full)));
-  } else if constexpr (is_scalar<N>::value) {
-    return n;
-  } else if constexpr (is_map<N>::value) {
-    return std::apply([&](auto const&... c) { return make_map(n.op, push_view(c, full, f)...); },
-                      n.children);
-  } else {
-    static_assert(!is_reduce<N>::value,
-                  "solder: a view of an expression that contains a reduction: evaluate the "
-                  "reduction first with sd::eval");
-  }
-}
-
-}  // namespace detail
-
-template <Expr X>
-auto transpose(X const& x, std::int64_t d0, std::int64_t d1) {
-  return detail::push_view(x, x.shape(), [&](auto const& t) { return transpose(t, d0, d1); });
-}
-template <Expr X>
-auto permute(X const& x, std::array<std::int64_t, X::rank> const& dims) {
-  return detail::push_view(x, x.shape(), [&](auto const& t) { return permute(t, dims); });
-}
-template <Expr X>
-auto slice(X const& x, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) {
-  return detail::push_view(x, x.shape(), [&](auto const& t) { return slice(t, dim, start, end, step); });
-}
-template <Expr X>
-auto unsqueeze(X const& x, std::int64_t dim) {
-  return detail::push_view(x, x.shape(), [&](auto const& t) { return unsqueeze(t, dim); });
-}
-template <Expr X, std::size_t N>
-auto expand(X const& x, std::array<std::int64_t, N> const& shape) {
-  return detail::push_view(x, x.shape(), [&](auto const& t) { return expand(t, shape); });
 }
 
 }  // namespace solder

@@ -6,6 +6,7 @@
 
 #include "node.hpp"
 #include "ops.hpp"
+#include "share.hpp"
 
 namespace solder {
 
@@ -26,7 +27,7 @@ template <class Acc, class C, class... Rest>
 struct tensor_promotion<Acc, C, Rest...> {
   using v = typename C::value_type;
   using next = typename std::conditional_t<
-      is_scalar<C>::value, std::type_identity<Acc>,
+      C::kind == NodeKind::scalar, std::type_identity<Acc>,
       std::conditional_t<std::is_void_v<Acc>, std::type_identity<v>, promote<Acc, v>>>::type;
   using type = typename tensor_promotion<next, Rest...>::type;
 };
@@ -36,7 +37,7 @@ struct with_scalars {
 };
 template <class Acc, class C, class... Rest>
 struct with_scalars<Acc, C, Rest...> {
-  using next = typename std::conditional_t<is_scalar<C>::value,
+  using next = typename std::conditional_t<C::kind == NodeKind::scalar,
                                            promote_with_scalar<Acc, typename C::value_type>,
                                            std::type_identity<Acc>>::type;
   using type = typename with_scalars<next, Rest...>::type;
@@ -93,6 +94,8 @@ bool broadcast_into(Index<R>& acc, std::array<std::int64_t, N> const& s) {
 
 template <class Op, class... C>
 struct Map : detail::ExprTag {
+  static constexpr NodeKind kind = NodeKind::map;
+  using child_types = types<C...>;
   using promoted =
       typename detail::drop_front<std::tuple<C...>, detail::value_args_from<Op>(),
                                   std::make_index_sequence<sizeof...(C) -
@@ -113,23 +116,43 @@ struct Map : detail::ExprTag {
 
   Map(Op o, C... c) : op(o), children(std::move(c)...) {
     shape_.fill(1);
-    std::apply(
-        [&](auto const&... ch) {
-          if (!(true && ... && detail::broadcast_into<rank>(shape_, ch.shape()))) {
-            std::string shapes;
-            ((shapes += (shapes.empty() ? "" : " and ") + std::string(shape_string<std::remove_cvref_t<decltype(ch)>::rank>(ch.shape()))), ...);
-            detail::fail(Op::name, ": shapes ", shapes, " cannot be broadcast together");
-          }
-        },
-        children);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      if ((true && ... && detail::broadcast_into<rank>(shape_, child<I>().shape()))) return;
+      std::string shapes;
+      ((shapes += (I ? " and " : "") + std::string(shape_string<C::rank>(child<I>().shape()))), ...);
+      detail::fail(Op::name, ": shapes ", shapes, " cannot be broadcast together");
+    }(std::index_sequence_for<C...>{});
   }
   Index<rank> const& shape() const { return shape_; }
   static std::string name() { return Op::name; }
+  template <std::size_t I>
+  auto const& child() const {
+    return std::get<I>(children);
+  }
+  template <std::size_t I>
+  auto& child() {
+    return std::get<I>(children);
+  }
+  template <class... K>
+  auto rebuild(K const&... k) const;  // the same op over other operands (make_map, below)
 };
+
+namespace detail {
+template <class Op, class... C>
+auto map_of(Op op, C const&... c) {
+  return Map<Op, std::remove_cvref_t<C>...>(op, c...);
+}
+}  // namespace detail
 
 template <class Op, class... X>
 auto make_map(Op op, X const&... x) {
-  return Map<Op, node_t<X>...>(op, as_node(x)...);
+  return detail::map_of(op, detail::capped(as_node(x))...);
+}
+
+template <class Op, class... C>
+template <class... K>
+auto Map<Op, C...>::rebuild(K const&... k) const {
+  return make_map(op, k...);
 }
 
 }  // namespace solder

@@ -1,16 +1,117 @@
-// The leaves of every expression (a tensor, a scalar) and the traits the planner folds over.
+// The node protocol, and the leaves of every expression (a tensor, a scalar).
+//
 // Every node has: value_type, rank, static_extents, shape() (computed and checked when the
-// node is built, so a bad shape throws at the line that wrote it) and a name for explain().
+// node is built, so a bad shape throws at the line that wrote it), a name for explain(), and
+// the three things every walk over an expression reads (DESIGN.md §2, expr/):
+//   kind          NodeKind: what the planner makes of it (leaf, scalar, map, reduce, view)
+//   child_types   types<C...>: its children, in order; child<I>() returns the I-th
+//   rebuild(c...) the same node over other children (the same op, dims, view; the same id)
+// A walk dispatches on kind and handles every kind it can meet; a kind it does not handle is
+// a compile error that names the walk (detail::unhandled_kind), never a silent leaf.
 #pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "../core/tensor.hpp"
 
 namespace solder {
 
+enum class NodeKind {
+  leaf,    // a tensor
+  scalar,  // a C++ number
+  map,     // element-wise maths over its children (rule 1)
+  reduce,  // a reduction: a kernel anchor with an id (rule 2)
+  view,    // a view (reshape, permute, ...) of an expression that holds an anchor
+  shared,  // a subexpression used more than once, materialized once (sd::share)
+};
+
+template <class... C>
+struct types {
+  static constexpr std::size_t size = sizeof...(C);
+};
+
+namespace detail {
+
+template <class N>
+inline constexpr bool always_false = false;
+// The else-branch of every walk: a node kind it does not handle stops the build here, and the
+// instantiation context names the node.
+template <class N>
+constexpr void unhandled_kind(char const*) {
+  static_assert(always_false<N>,
+                "solder: a walk over an expression met a node kind it does not handle (see the "
+                "node type in the instantiation context)");
+}
+
+// The identity of a kernel anchor (a reduction, a shared subexpression) across the copies of
+// the expressions that hold it: one node used twice is computed once (rule 4).
+inline std::uint64_t next_node_id() {
+  static std::atomic<std::uint64_t> n{0};
+  return ++n;
+}
+
+template <class N>
+inline constexpr std::size_t child_count = N::child_types::size;
+
+template <std::size_t I, class L>
+struct type_at;
+template <std::size_t I, class H, class... T>
+struct type_at<I, types<H, T...>> : type_at<I - 1, types<T...>> {};
+template <class H, class... T>
+struct type_at<0, types<H, T...>> {
+  using type = H;
+};
+// The type of child I of node N (a reduction's or a view's input: child_t<N>).
+template <class N, std::size_t I = 0>
+using child_t = typename type_at<I, typename N::child_types>::type;
+
+// f(child) for each child of n, in order; index sequences, not std::apply: a recursive walk
+// then costs few template instantiation levels per node, so deep expressions compile.
+template <class N, class F, std::size_t... I>
+void for_each_child_in(N const& n, F& f, std::index_sequence<I...>) {
+  (f(n.template child<I>()), ...);
+}
+template <class N, class F>
+void for_each_child(N const& n, F&& f) {
+  for_each_child_in(n, f, std::make_index_sequence<child_count<N>>{});
+}
+template <class N, class F, std::size_t... I>
+void for_each_child_mut_in(N& n, F& f, std::index_sequence<I...>) {
+  (f(n.template child<I>()), ...);
+}
+template <class N, class F>
+void for_each_child_mut(N& n, F&& f) {  // for walks that update nodes in place (ids)
+  for_each_child_mut_in(n, f, std::make_index_sequence<child_count<N>>{});
+}
+// Whether f(child) holds for any child (evaluated in order, stopping at the first).
+template <class N, class F, std::size_t... I>
+bool any_child_in(N const& n, F& f, std::index_sequence<I...>) {
+  return (false || ... || f(n.template child<I>()));
+}
+template <class N, class F>
+bool any_child(N const& n, F&& f) {
+  return any_child_in(n, f, std::make_index_sequence<child_count<N>>{});
+}
+// n rebuilt over f(child) for each child.
+template <class N, class F, std::size_t... I>
+auto map_children_in(N const& n, F& f, std::index_sequence<I...>) {
+  return n.rebuild(f(n.template child<I>())...);
+}
+template <class N, class F>
+auto map_children(N const& n, F&& f) {
+  return map_children_in(n, f, std::make_index_sequence<child_count<N>>{});
+}
+
+}  // namespace detail
+
 template <class T, auto E, class Device = Host>
 struct Leaf : detail::ExprTag {
+  static constexpr NodeKind kind = NodeKind::leaf;
+  using child_types = types<>;
   using value_type = T;
   using device_type = Device;
   static constexpr int rank = rank_of<E>;
@@ -25,6 +126,8 @@ struct Leaf : detail::ExprTag {
 // A C++ number in an expression: a "wrapped number" for type promotion (core/dtype.hpp).
 template <class T>
 struct Scalar : detail::ExprTag {
+  static constexpr NodeKind kind = NodeKind::scalar;
+  using child_types = types<>;
   using value_type = T;
   using device_type = void;  // passed by value to a kernel on any device
   static constexpr int rank = 0;
@@ -36,15 +139,6 @@ struct Scalar : detail::ExprTag {
 };
 
 namespace detail {
-
-template <class N>
-struct is_leaf : std::false_type {};
-template <class T, auto E, class D>
-struct is_leaf<Leaf<T, E, D>> : std::true_type {};
-template <class N>
-struct is_scalar : std::false_type {};
-template <class T>
-struct is_scalar<Scalar<T>> : std::true_type {};
 
 // The device an expression runs on: that of its tensors (void for a lone number). Mixing
 // devices in one expression is a compile error (expr/map.hpp).

@@ -4,7 +4,6 @@
 #pragma once
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <limits>
 
 #include "map.hpp"
@@ -134,20 +133,13 @@ using Argmin = ArgExtremum<false>;
 
 }  // namespace ops
 
-namespace detail {
-// Identifies a reduction across copies of the expression that holds it, so a reduction used
-// twice in one kernel is computed once (rule 4).
-inline std::uint64_t next_reduce_id() {
-  static std::atomic<std::uint64_t> n{0};
-  return ++n;
-}
-}  // namespace detail
-
 struct KeepDim {};
 inline constexpr KeepDim keepdim{};
 
 template <class Op, class C, int NA, bool Keep>
 struct Reduce : detail::ExprTag {
+  static constexpr NodeKind kind = NodeKind::reduce;
+  using child_types = types<C>;
   using op_type = Op;
   using device_type = typename C::device_type;
   using input_type = typename C::value_type;
@@ -164,19 +156,19 @@ struct Reduce : detail::ExprTag {
     return e;
   }();
 
-  C child;
+  C input;  // the child: the values folded
   std::array<int, NA> axes;  // sorted, distinct, non-negative
   Index<rank> shape_;
   std::int64_t count = 1;  // elements folded into each output
-  std::uint64_t id = detail::next_reduce_id();
+  std::uint64_t id = detail::next_node_id();  // kept by copies: one node (rule 4)
 
-  Reduce(C c, std::array<std::int64_t, NA> const& dims) : child(std::move(c)) {
-    for (int i = 0; i < NA; ++i) axes[i] = wrap_dim(dims[i], child.shape(), Op::name);
+  Reduce(C c, std::array<std::int64_t, NA> const& dims) : input(std::move(c)) {
+    for (int i = 0; i < NA; ++i) axes[i] = wrap_dim(dims[i], input.shape(), Op::name);
     std::sort(axes.begin(), axes.end());
     for (int i = 1; i < NA; ++i)
       detail::check(axes[i] != axes[i - 1], Op::name, ": dim ", axes[i], " appears twice for shape ",
-                    shape_string<C::rank>(child.shape()));
-    auto const& s = child.shape();
+                    shape_string<C::rank>(input.shape()));
+    auto const& s = input.shape();
     int o = 0;
     for (int d = 0; d < C::rank; ++d) {
       bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
@@ -191,9 +183,33 @@ struct Reduce : detail::ExprTag {
   }
   Index<rank> const& shape() const { return shape_; }
   static std::string name() { return Op::name; }
+  template <std::size_t I>
+    requires(I == 0)
+  C const& child() const {
+    return input;
+  }
+  template <std::size_t I>
+    requires(I == 0)
+  C& child() {
+    return input;
+  }
+  // The same reduction (op, dims, id) over another input of the same shape.
+  template <class K>
+  auto rebuild(K const& k) const {
+    std::array<std::int64_t, NA> dims{};
+    for (int i = 0; i < NA; ++i) dims[i] = axes[i];
+    Reduce<Op, node_t<K>, NA, Keep> r(as_node(k), dims);
+    r.id = id;
+    return r;
+  }
 };
 
 namespace detail {
+
+template <class Op, bool Keep, class C, std::size_t N>
+auto reduce_of(C const& input, std::array<std::int64_t, N> const& dims) {
+  return Reduce<Op, C, static_cast<int>(N), Keep>(input, dims);
+}
 
 template <class Op, bool Keep, class X, std::size_t N>
 auto make_reduce(X const& x, std::array<std::int64_t, N> const& dims) {
@@ -202,7 +218,7 @@ auto make_reduce(X const& x, std::array<std::int64_t, N> const& dims) {
   if constexpr (std::is_same_v<Op, ops::Mean>)
     static_assert(is_floating_v<typename C::value_type>,
                   "solder: mean: the input must be floating point (use sd::cast<float>)");
-  return Reduce<Op, C, static_cast<int>(N), Keep>(as_node(x), dims);
+  return reduce_of<Op, Keep>(capped(as_node(x)), dims);
 }
 
 template <int R>

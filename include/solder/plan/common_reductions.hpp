@@ -20,50 +20,67 @@ namespace solder::detail {
 
 template <class N>
 bool same_value(N const& a, N const& b) {
-  if constexpr (is_leaf<N>::value) {
+  if constexpr (N::kind == NodeKind::leaf) {
     return a.tensor.data() == b.tensor.data() && a.tensor.shape() == b.tensor.shape() &&
            a.tensor.strides() == b.tensor.strides();
-  } else if constexpr (is_scalar<N>::value) {
+  } else if constexpr (N::kind == NodeKind::scalar) {
     return std::memcmp(&a.value, &b.value, sizeof a.value) == 0;
-  } else if constexpr (is_map<N>::value) {
+  } else if constexpr (N::kind == NodeKind::map) {
     bool same_op = false;
     if constexpr (std::is_empty_v<decltype(a.op)>) same_op = true;
     else if constexpr (requires { bool(a.op == b.op); }) same_op = bool(a.op == b.op);
     return same_op && [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return (true && ... && same_value(std::get<I>(a.children), std::get<I>(b.children)));
-    }(std::make_index_sequence<std::tuple_size_v<decltype(a.children)>>{});
-  } else if constexpr (is_reduce<N>::value) {
-    return a.id == b.id || (a.axes == b.axes && same_value(a.child, b.child));
+      return (true && ... && same_value(a.template child<I>(), b.template child<I>()));
+    }(std::make_index_sequence<child_count<N>>{});
+  } else if constexpr (N::kind == NodeKind::reduce) {
+    return a.id == b.id || (a.axes == b.axes && same_value(a.input, b.input));
+  } else if constexpr (N::kind == NodeKind::view) {
+    return false;  // its function's arguments cannot be compared: never merged
+  } else if constexpr (N::kind == NodeKind::shared) {
+    return a.id == b.id;
   } else {
+    unhandled_kind<N>("common reductions");
     return false;
   }
 }
 
-// How many nodes of type R the tree of N holds.
+// How many nodes of type R the tree of N holds, and how many reductions. Not those behind a
+// shared node: it is evaluated on its own, and its child is not copied with the tree.
+template <class R, class N>
+constexpr int occurrences();
+template <class R, class... C>
+constexpr int occurrences_in(types<C...>) {
+  return (0 + ... + occurrences<R, C>());
+}
 template <class R, class N>
 constexpr int occurrences() {
-  int here = std::is_same_v<R, N> ? 1 : 0;
-  if constexpr (is_map<N>::value)
-    return here + over_children<N>([](auto c) { return occurrences<R, typename decltype(c)::type>(); });
-  else if constexpr (is_reduce<N>::value) return here + occurrences<R, decltype(N::child)>();
-  else return here;
+  if constexpr (N::kind == NodeKind::shared) return 0;
+  else return (std::is_same_v<R, N> ? 1 : 0) + occurrences_in<R>(typename N::child_types{});
 }
-// How many reductions the tree of N holds.
+template <class N>
+constexpr int reductions_in();
+template <class... C>
+constexpr int reductions_in_all(types<C...>) {
+  return (0 + ... + reductions_in<C>());
+}
 template <class N>
 constexpr int reductions_in() {
-  if constexpr (is_map<N>::value)
-    return over_children<N>([](auto c) { return reductions_in<typename decltype(c)::type>(); });
-  else if constexpr (is_reduce<N>::value) return 1 + reductions_in<decltype(N::child)>();
-  else return 0;
+  if constexpr (N::kind == NodeKind::shared) return 0;
+  else return (N::kind == NodeKind::reduce ? 1 : 0) + reductions_in_all(typename N::child_types{});
 }
 // Whether the tree of Root holds two reductions of one type (N walks it).
 template <class Root, class N = Root>
+constexpr bool repeats_a_reduction();
+template <class Root, class... C>
+constexpr bool repeats_in(types<C...>) {
+  return (false || ... || repeats_a_reduction<Root, C>());
+}
+template <class Root, class N>
 constexpr bool repeats_a_reduction() {
-  if constexpr (is_map<N>::value)
-    return over_children<N>([](auto c) { return repeats_a_reduction<Root, typename decltype(c)::type>(); }) > 0;
-  else if constexpr (is_reduce<N>::value)
-    return occurrences<N, Root>() > 1 || repeats_a_reduction<Root, decltype(N::child)>();
-  else return false;
+  if constexpr (N::kind == NodeKind::shared) return false;
+  if constexpr (N::kind == NodeKind::reduce)
+    if (occurrences<N, Root>() > 1) return true;
+  return repeats_in<Root>(typename N::child_types{});
 }
 
 struct SeenReduction {
@@ -80,10 +97,9 @@ struct SeenReductions {
 // reductions first, so outer ones compare them by id.
 template <class N, int Capacity>
 void unify_reductions(N& n, SeenReductions<Capacity>& seen) {
-  if constexpr (is_map<N>::value) {
-    std::apply([&](auto&... c) { (unify_reductions(c, seen), ...); }, n.children);
-  } else if constexpr (is_reduce<N>::value) {
-    unify_reductions(n.child, seen);
+  if constexpr (N::kind == NodeKind::shared) return;  // (its child is not copied)
+  for_each_child_mut(n, [&](auto& c) -> void { unify_reductions(c, seen); });
+  if constexpr (N::kind == NodeKind::reduce) {
     for (int k = 0; k < seen.n; ++k) {
       SeenReduction const& s = seen.at[static_cast<std::size_t>(k)];
       if (s.type == type_key<N>() && same_value(*static_cast<N const*>(s.node), n)) {

@@ -11,7 +11,6 @@
 #include <iomanip>
 
 #include "common_reductions.hpp"
-#include "eager.hpp"
 
 namespace solder {
 
@@ -60,6 +59,18 @@ int plan_kernel(N const& n, Explainer& x, std::string reason);
 template <int D, bool InReduce, bool Split, class N>
 std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& k, int cl);
 
+// Appends the children of n (dot node `id`) to text, comma-separated. (Index sequences, not a
+// lambda: few instantiation levels per level of a deep expression.)
+template <int D, bool InReduce, bool Split, class N, std::size_t... I>
+void describe_children(N const& n, Explainer& x, KernelInfo& k, int cl, int id, std::string& text,
+                       std::index_sequence<I...>) {
+  auto one = [&](std::size_t i, std::pair<std::string, int> const& d) {
+    x.edge(d.second, id);
+    text += (i ? ", " : "") + d.first;
+  };
+  (one(I, describe<D, InReduce, Split>(n.template child<I>(), x, k, cl)), ...);
+}
+
 // Describes node n of kernel k (dot cluster `cl`) as its consumer sees it: fused, or a break
 // read back from the kernel that produced it. Returns its text and its dot node.
 template <int D, bool InReduce, bool Split, class N>
@@ -85,34 +96,23 @@ std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, in
 
 template <int D, bool InReduce, bool Split, class N>
 std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& k, int cl) {
-  if constexpr (is_leaf<N>::value) {
+  if constexpr (N::kind == NodeKind::leaf) {
     void const* p = n.tensor.data();
     if (k.inputs.insert(p).second)
       k.read += n.tensor.numel() * static_cast<std::int64_t>(sizeof(typename N::value_type));
     std::string name = x.input_name(p) + std::string(shape_string<N::rank>(n.shape()));
     return {name, x.node(name, cl)};
-  } else if constexpr (is_scalar<N>::value) {
+  } else if constexpr (N::kind == NodeKind::scalar) {
     std::string s = scalar_text(n.value);
     return {s, x.node(s, cl)};
-  } else if constexpr (is_map<N>::value) {
+  } else if constexpr (N::kind == NodeKind::map) {
     ++k.fused;
     int id = x.node(N::name(), cl);
     std::string text = std::string(N::name()) + "(";
-    bool first = true;
-    std::apply(
-        [&](auto const&... c) {
-          ((text += (first ? "" : ", "), first = false,
-            [&] {
-              auto [s, cid] = describe<D, InReduce, Split>(c, x, k, cl);
-              x.edge(cid, id);
-              text += s;
-            }()),
-           ...);
-        },
-        n.children);
+    describe_children<D, InReduce, Split>(n, x, k, cl, id, text,
+                                          std::make_index_sequence<child_count<N>>{});
     return {text + ")", id};
-  } else {
-    static_assert(is_reduce<N>::value);
+  } else if constexpr (N::kind == NodeKind::reduce) {
     auto seen = k.reductions.find(n.id);
     if (seen != k.reductions.end()) {
       std::string label = std::string(N::name()) + "#" + std::to_string(seen->second);
@@ -124,11 +124,31 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
     std::string dims;
     for (int a : n.axes) dims += (dims.empty() ? "" : ", ") + std::to_string(a);
     int id = x.node(std::string(N::name()) + " dims=[" + dims + "]", cl);
-    auto [s, cid] = describe<decltype(n.child)::rank, true, Split>(n.child, x, k, cl);
+    auto [s, cid] = describe<decltype(n.input)::rank, true, Split>(n.input, x, k, cl);
     x.edge(cid, id);
     return {std::string(N::name()) + "#" + std::to_string(label) + "(" + s + ", dim=[" + dims + "]" +
                 (N::keepdim ? ", keepdim" : "") + ")",
             id};
+  } else if constexpr (N::kind == NodeKind::view) {
+    // The child is materialized by its own kernels; this kernel reads the view of the result.
+    int producer = plan_kernel(n.input, x,
+                               n.name() + " of an expression that holds a reduction: views read "
+                                          "its materialized result");
+    k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
+    std::string s = n.name() + "(#" + std::to_string(producer) + ")";
+    return {s, x.node(s, cl)};
+  } else if constexpr (N::kind == NodeKind::shared) {
+    // Materialized once, by the kernels of its child, however often it is read.
+    auto made = x.materialized.find(n.id);
+    int producer = made != x.materialized.end()
+                       ? made->second
+                       : (x.materialized[n.id] = plan_kernel(*n.input, x, n.why));
+    k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
+    std::string s = "#" + std::to_string(producer);
+    return {s, x.node("kernel " + std::to_string(producer) + " result", cl)};
+  } else {
+    unhandled_kind<N>("explain");
+    return {};
   }
 }
 
@@ -139,8 +159,9 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   KernelInfo k;
   k.reason = std::move(reason);
   int cl = x.clusters++;
-  RunTimeBreak split = RunTimeBreak::none;
-  Lines<D> lines = plan_lines<D, false>(n, n.shape(), split);
+  KernelConfig<D> const config = configure(n);
+  RunTimeBreak const split = config.split;
+  Lines<D> const& lines = config.lines;
   bool agree = split == RunTimeBreak::none;
   k.split_reason =
       split == RunTimeBreak::disagree
@@ -155,10 +176,10 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   k.shape = shape_string<D>(n.shape());
   k.dtype = std::string(dtype_name<typename N::value_type>());
   k.written = numel_of<D>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
-  bool reduces = is_reduce<N>::value;
+  bool reduces = N::kind == NodeKind::reduce;
   if (agree) for_each_fused_reduce<D, false>(n, [&](auto const&) { reduces = true; });
   if (agree)
-    for_each_shared<D, N>(n, [&](auto const& s) {
+    for_each_shared<D, shared_root<N, D>>(n, [&](auto const& s) {
       std::string name = s.name();
       if (k.shared.find(name) == std::string::npos)
         k.shared += (k.shared.empty() ? "" : ", ") + name;
@@ -193,7 +214,8 @@ template <Lazy X>
 std::string explain(X const& e) {
   using N = node_t<X>;
   detail::Explainer x;
-  detail::with_common_reductions(as_node(e), [&](auto const& n) { detail::plan_kernel(n, x, ""); });
+  detail::with_common_reductions(detail::stored(as_node(e)),
+                                 [&](auto const& n) { detail::plan_kernel(n, x, ""); });
   std::ostringstream os;
   os << "solder plan: " << x.kernels.size() << (x.kernels.size() == 1 ? " kernel" : " kernels")
      << " (eager: " << eager_kernel_count<N> << ")\n";
@@ -216,7 +238,8 @@ std::string explain(X const& e) {
 template <Lazy X>
 std::string explain_dot(X const& e) {
   detail::Explainer x;
-  detail::with_common_reductions(as_node(e), [&](auto const& n) { detail::plan_kernel(n, x, ""); });
+  detail::with_common_reductions(detail::stored(as_node(e)),
+                                 [&](auto const& n) { detail::plan_kernel(n, x, ""); });
   return "digraph solder {\n  node [shape=box];\n" + x.dot.str() + "}\n";
 }
 

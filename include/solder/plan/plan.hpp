@@ -20,23 +20,6 @@ void const* type_key() {
   return &key;
 }
 
-template <class N>
-struct is_reduce : std::false_type {};
-template <class Op, class C, int NA, bool K>
-struct is_reduce<Reduce<Op, C, NA, K>> : std::true_type {};
-template <class N>
-struct is_map : std::false_type {};
-template <class Op, class... C>
-struct is_map<Map<Op, C...>> : std::true_type {};
-
-// f(std::type_identity<C>{}) summed over the children C of the map node N (a bool counts 1).
-template <class N, class F>
-constexpr int over_children(F f) {
-  return [&]<class... C>(std::tuple<C...> const*) {
-    return (0 + ... + static_cast<int>(f(std::type_identity<C>{})));
-  }(static_cast<decltype(N::children) const*>(nullptr));
-}
-
 // Where a node is evaluated: in a kernel whose index space has rank D, either on the path
 // from the kernel's output (InReduce = false) or inside a fused reduction's input.
 //
@@ -49,7 +32,7 @@ constexpr int over_children(F f) {
 // plan_lines) — every reduction below the kernel's root becomes a kernel of its own.
 template <class N, int D, bool InReduce, bool Split = false>
 constexpr bool is_break() {
-  if constexpr (is_reduce<N>::value)
+  if constexpr (N::kind == NodeKind::reduce)
     return Split || (InReduce ? !(N::keepdim && N::rank == D) : N::rank != D);
   else return false;
 }
@@ -64,107 +47,215 @@ std::string break_reason() {
            ") is broadcast into a kernel of rank " + std::to_string(D);
 }
 
-// Kernels that the breaks below N add to the kernel N belongs to.
+// Kernels that the breaks below N add to the kernel N belongs to. A view reads its child's
+// materialized result (expr/view.hpp): the child's kernels come first. A shared node's kernels
+// run once, however often it is read: kernel_count adds them apart (shared_nodes).
 template <class N, int D, bool InReduce>
 constexpr int kernels_below();
+template <int D, bool InReduce, class... C>
+constexpr int kernels_below_all(types<C...>) {
+  return (0 + ... + kernels_below<C, D, InReduce>());
+}
 
+// The kernels of N evaluated on its own (as the root of an assignment or as a break).
 template <class N>
 constexpr int kernels_of() {
-  if constexpr (is_reduce<N>::value)
-    return 1 + kernels_below<decltype(N::child), decltype(N::child)::rank, true>();
+  if constexpr (N::kind == NodeKind::reduce)
+    return 1 + kernels_below<child_t<N>, child_t<N>::rank, true>();
   else return 1 + kernels_below<N, N::rank, false>();
 }
 
 template <class N, int D, bool InReduce>
 constexpr int kernels_below() {
-  if constexpr (is_break<N, D, InReduce>()) {
-    return kernels_of<N>();
-  } else if constexpr (is_reduce<N>::value) {
-    return kernels_below<decltype(N::child), decltype(N::child)::rank, true>();
-  } else if constexpr (is_map<N>::value) {
-    return over_children<N>([](auto c) {
-      return kernels_below<typename decltype(c)::type, D, InReduce>();
-    });
-  } else {
-    return 0;
-  }
+  if constexpr (is_break<N, D, InReduce>()) return kernels_of<N>();
+  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar) return 0;
+  else if constexpr (N::kind == NodeKind::map)
+    return kernels_below_all<D, InReduce>(typename N::child_types{});
+  else if constexpr (N::kind == NodeKind::reduce)
+    return kernels_below<child_t<N>, child_t<N>::rank, true>();
+  else if constexpr (N::kind == NodeKind::view) return kernels_of<child_t<N>>();
+  else if constexpr (N::kind == NodeKind::shared) return 0;
+  else return unhandled_kind<N>("kernel_count"), 0;
+}
+
+// The distinct Shared node types in N's tree, appended to Seen (a types<...>): each runs once.
+// A shared node already seen is not walked again, so a chain of residual blocks costs linear
+// compile time.
+template <class List, class N>
+inline constexpr bool has_type = false;
+template <class... L, class N>
+inline constexpr bool has_type<types<L...>, N> = (false || ... || std::is_same_v<L, N>);
+template <class Seen, class N>
+struct shared_nodes;
+template <class Seen, class List>
+struct shared_nodes_all {
+  using type = Seen;
+};
+template <class Seen, class C, class... R>
+struct shared_nodes_all<Seen, types<C, R...>> {
+  using type =
+      typename shared_nodes_all<typename shared_nodes<Seen, C>::type, types<R...>>::type;
+};
+template <class... S, class N>
+struct shared_nodes<types<S...>, N> {
+  static constexpr bool fresh = N::kind == NodeKind::shared && !has_type<types<S...>, N>;
+  using below = typename shared_nodes_all<std::conditional_t<fresh, types<S..., N>, types<S...>>,
+                                          typename N::child_types>::type;
+  using type = std::conditional_t<N::kind == NodeKind::shared && !fresh, types<S...>, below>;
+};
+template <class... S>
+constexpr int shared_kernels(types<S...>) {
+  return (0 + ... + kernels_of<child_t<S>>());
+}
+// All kernels of an assignment of N: its own, and each shared node's once. (A shared root is
+// its child: assign() stores the child straight into the tensor.)
+template <class N>
+constexpr int assignment_kernels() {
+  if constexpr (N::kind == NodeKind::shared) return assignment_kernels<child_t<N>>();
+  else return kernels_of<N>() + shared_kernels(typename shared_nodes<types<>, N>::type{});
 }
 
 // Whether the kernel N belongs to (evaluated in an index space of rank D) has an op whose maths
-// costs more than moving its operands (ops::Heavy). Breaks are kernels of their own.
+// costs more than moving its operands (ops::Heavy). Breaks and views' children are kernels of
+// their own.
+template <class N, int D, bool InReduce>
+constexpr bool heavy_maths();
+template <int D, bool InReduce, class... C>
+constexpr bool heavy_maths_any(types<C...>) {
+  return (false || ... || heavy_maths<C, D, InReduce>());
+}
 template <class N, int D, bool InReduce>
 constexpr bool heavy_maths() {
-  if constexpr (is_break<N, D, InReduce>())
+  if constexpr (is_break<N, D, InReduce>()) return false;
+  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar ||
+                     N::kind == NodeKind::view || N::kind == NodeKind::shared)
     return false;
-  else if constexpr (is_reduce<N>::value)
-    return heavy_maths<decltype(N::child), decltype(N::child)::rank, true>();
-  else if constexpr (is_map<N>::value)
-    return std::is_base_of_v<ops::Heavy, decltype(N::op)> || over_children<N>([](auto c) {
-             return heavy_maths<typename decltype(c)::type, D, InReduce>();
-           }) > 0;
-  else return false;
+  else if constexpr (N::kind == NodeKind::reduce)
+    return heavy_maths<child_t<N>, child_t<N>::rank, true>();
+  else if constexpr (N::kind == NodeKind::map)
+    return std::is_base_of_v<ops::Heavy, decltype(N::op)> ||
+           heavy_maths_any<D, InReduce>(typename N::child_types{});
+  else return unhandled_kind<N>("heavy_maths"), false;
+}
+
+// The kernels of the eager baseline (backend/eager.hpp): one per element-wise op or reduction.
+template <class N>
+constexpr int eager_kernels();
+template <class... C>
+constexpr int eager_kernels_all(types<C...>) {
+  return (0 + ... + eager_kernels<C>());
+}
+template <class N>
+constexpr int eager_kernels() {  // (a shared node's, once: eager_assignment_kernels)
+  if constexpr (N::kind == NodeKind::shared) return 0;
+  constexpr int own = N::kind == NodeKind::map || N::kind == NodeKind::reduce ? 1 : 0;
+  return own + eager_kernels_all(typename N::child_types{});
+}
+template <class... S>
+constexpr int eager_shared_kernels(types<S...>) {
+  return (0 + ... + eager_kernels<child_t<S>>());
+}
+template <class N>
+constexpr int eager_assignment_kernels() {
+  return eager_kernels<N>() + eager_shared_kernels(typename shared_nodes<types<>, N>::type{});
 }
 
 }  // namespace detail
 
 // How many kernels evaluating E takes: a compile-time constant (DESIGN.md §1).
 template <class E>
-inline constexpr int kernel_count = detail::kernels_of<node_t<E>>();
+inline constexpr int kernel_count = detail::assignment_kernels<node_t<E>>();
+
+// Kernels the eager baseline launches for E: one per element-wise or reduction node.
+template <class E>
+inline constexpr int eager_kernel_count = detail::eager_assignment_kernels<node_t<E>>();
 
 namespace detail {
 
-// Whether hit(type_identity<M>) holds for Root or a node below it through map nodes: the
-// kernel's output path, outside reductions. (Only reductions are breaks.)
-template <class Root, class Hit>
-constexpr bool on_output_path(Hit hit) {
-  if constexpr (std::is_void_v<Root>) return false;
-  else if constexpr (is_map<Root>::value)
-    return hit(std::type_identity<Root>{}) || over_children<Root>([hit](auto c) {
-             return on_output_path<typename decltype(c)::type>(hit);
-           }) > 0;
-  else return hit(std::type_identity<Root>{});
+// The output path of a kernel: its root and the nodes below it through map nodes, outside
+// reductions and views. on_output_path<N, M>: N is M or on M's output path; folded_on_path<N, M,
+// D>: a reduction fused on M's output path (D: the kernel's rank) folds N.
+template <class N, class M>
+constexpr bool on_output_path();
+template <class N, class... C>
+constexpr bool on_output_path_any(types<C...>) {
+  return (false || ... || on_output_path<N, C>());
 }
+template <class N, class M>
+constexpr bool on_output_path() {
+  if constexpr (std::is_same_v<N, M>) return true;
+  else if constexpr (M::kind == NodeKind::map) return on_output_path_any<N>(typename M::child_types{});
+  else if constexpr (M::kind == NodeKind::leaf || M::kind == NodeKind::scalar ||
+                     M::kind == NodeKind::reduce || M::kind == NodeKind::view ||
+                     M::kind == NodeKind::shared)
+    return false;
+  else return unhandled_kind<M>("on_output_path"), false;
+}
+template <class N, class M, int D>
+constexpr bool folded_on_path();
+template <class N, int D, class... C>
+constexpr bool folded_on_path_any(types<C...>) {
+  return (false || ... || folded_on_path<N, C, D>());
+}
+template <class N, class M, int D>
+constexpr bool folded_on_path() {
+  if constexpr (M::kind == NodeKind::map) return folded_on_path_any<N, D>(typename M::child_types{});
+  else if constexpr (M::kind == NodeKind::reduce)
+    return !is_break<M, D, false>() && std::is_same_v<child_t<M>, N>;
+  else if constexpr (M::kind == NodeKind::leaf || M::kind == NodeKind::scalar ||
+                     M::kind == NodeKind::view || M::kind == NodeKind::shared)
+    return false;
+  else return unhandled_kind<M>("folded_on_path"), false;
+}
+
+// Whether a reduction is fused below N (N evaluated in an index space of rank D).
+template <class N, int D, bool InReduce>
+constexpr bool has_fused_reduce();
+template <int D, bool InReduce, class... C>
+constexpr bool has_fused_reduce_any(types<C...>) {
+  return (false || ... || has_fused_reduce<C, D, InReduce>());
+}
+template <class N, int D, bool InReduce>
+constexpr bool has_fused_reduce() {
+  if constexpr (is_break<N, D, InReduce>()) return false;
+  else if constexpr (N::kind == NodeKind::reduce) return true;
+  else if constexpr (N::kind == NodeKind::map)
+    return has_fused_reduce_any<D, InReduce>(typename N::child_types{});
+  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar ||
+                     N::kind == NodeKind::view || N::kind == NodeKind::shared)
+    return false;
+  else return unhandled_kind<N>("has_fused_reduce"), false;
+}
+
 // Element-wise values that a kernel would compute twice: a map node that a fused reduction on
 // the output path folds and that the output path also uses outside any reduction (softmax's
 // exp(x - max), in the sum and in the quotient). The host computes them once per line: the
 // reduction records its input and the other use reads it back, when run-time checks find both
-// on the same line (backend/host/evaluators.hpp). Root is the kernel's root; void: none.
+// on the same line (backend/host/evaluators.hpp). Root is the kernel's root, or void where it
+// has no fused reduction (shared_root: asked of every node, that answers at once).
 template <class N, int D, class Root>
 constexpr bool shared_input() {  // floating point: what is worth keeping (exp, not x > 0)
-  if constexpr (is_map<N>::value && is_floating_v<typename N::value_type>) {
-    constexpr bool folded = on_output_path<Root>([](auto m) {
-      using M = typename decltype(m)::type;
-      if constexpr (is_reduce<M>::value && !is_break<M, D, false>())
-        return std::is_same_v<decltype(M::child), N>;
-      else return false;
-    });
-    constexpr bool used = on_output_path<Root>([](auto m) {
-      return std::is_same_v<typename decltype(m)::type, N>;
-    });
-    return folded && used;
+  if constexpr (std::is_void_v<Root>) {
+    return false;
+  } else if constexpr (N::kind == NodeKind::map) {
+    if constexpr (is_floating_v<typename N::value_type>)
+      return folded_on_path<N, Root, D>() && on_output_path<N, Root>();
+    else return false;
   } else {
     return false;
   }
 }
-// Whether a reduction is fused below N (N evaluated in an index space of rank D).
-template <class N, int D, bool InReduce>
-constexpr bool has_fused_reduce() {
-  if constexpr (is_break<N, D, InReduce>()) return false;
-  else if constexpr (is_reduce<N>::value) return true;
-  else if constexpr (is_map<N>::value)
-    return over_children<N>([](auto c) {
-      return has_fused_reduce<typename decltype(c)::type, D, InReduce>();
-    }) > 0;
-  else return false;
-}
+
+template <class N, int D>
+using shared_root = std::conditional_t<has_fused_reduce<N, D, false>(), N, void>;
 
 // Visits the shared inputs on the output path of the kernel rooted at Root.
 template <int D, class Root, class N, class F>
 void for_each_shared(N const& n, F&& f) {
   if constexpr (shared_input<N, D, Root>())
     f(n);
-  else if constexpr (is_map<N>::value)
-    std::apply([&](auto const&... c) { (for_each_shared<D, Root>(c, f), ...); }, n.children);
+  else if constexpr (N::kind == NodeKind::map)
+    for_each_child(n, [&](auto const& c) -> void { for_each_shared<D, Root>(c, f); });
 }
 
 // The run-time half: the axes of the kernel's index space along which fused reductions are
@@ -176,16 +267,19 @@ struct Lines {
   bool any() const { return std::find(axis.begin(), axis.end(), true) != axis.end(); }
 };
 
-// Visits the fused reductions on the path from a kernel's output, skipping breaks.
+// Visits the fused reductions on the path from a kernel's output, skipping breaks (and views
+// and shared nodes, whose children are kernels of their own).
 template <int D, bool InReduce, class N, class F>
 void for_each_fused_reduce(N const& n, F&& f) {
   if constexpr (is_break<N, D, InReduce>()) {
     return;
-  } else if constexpr (is_reduce<N>::value) {
+  } else if constexpr (N::kind == NodeKind::reduce) {
     f(n);
-  } else if constexpr (is_map<N>::value) {
-    std::apply([&](auto const&... c) { (for_each_fused_reduce<D, InReduce>(c, f), ...); },
-               n.children);
+  } else if constexpr (N::kind == NodeKind::map) {
+    for_each_child(n, [&](auto const& c) -> void { for_each_fused_reduce<D, InReduce>(c, f); });
+  } else if constexpr (N::kind != NodeKind::leaf && N::kind != NodeKind::scalar &&
+                       N::kind != NodeKind::view && N::kind != NodeKind::shared) {
+    unhandled_kind<N>("for_each_fused_reduce");
   }
 }
 
@@ -193,10 +287,10 @@ void for_each_fused_reduce(N const& n, F&& f) {
 // their results must not vary along the dims the outer one reduces.
 template <class R>
 bool nested_reductions_agree(R const& r) {
-  constexpr int F = decltype(r.child)::rank;
-  auto const& fdom = r.child.shape();
+  constexpr int F = decltype(r.input)::rank;
+  auto const& fdom = r.input.shape();
   bool ok = true;
-  for_each_fused_reduce<F, true>(r.child, [&](auto const& inner) {
+  for_each_fused_reduce<F, true>(r.input, [&](auto const& inner) {
     for (int a : r.axes) ok = ok && (fdom[a] == 1 || inner.shape()[a] == 1);
     ok = ok && nested_reductions_agree(inner);
   });
@@ -211,14 +305,14 @@ bool folds_leading_dims(R const& r);
 template <class R>
 bool nested_fold_leading_dims(R const& r) {
   bool leading = false;
-  for_each_fused_reduce<decltype(r.child)::rank, true>(r.child, [&](auto const& inner) {
+  for_each_fused_reduce<decltype(r.input)::rank, true>(r.input, [&](auto const& inner) {
     leading = leading || folds_leading_dims(inner);
   });
   return leading;
 }
 template <class R>
 bool folds_leading_dims(R const& r) {
-  return r.axes[0] != decltype(r.child)::rank - R::naxes || nested_fold_leading_dims(r);
+  return r.axes[0] != decltype(r.input)::rank - R::naxes || nested_fold_leading_dims(r);
 }
 
 // Why a kernel cannot run as planned for the shapes it is given. It then runs its other
@@ -233,17 +327,19 @@ enum class RunTimeBreak {
   // var(x, 0)): fused, each of its outputs would walk its column with a stride, one at a
   // time; on its own it is a column reduction, and what reads it walks rows.
   leading_dims,
-  // on the GPU, a kernel with few lines folds a long input (softmax over [4, 10^7], the var of
-  // a vector, sqrt(mean(x * x))): a block per line would leave most of the GPU idle, so each
-  // reduction runs on its own, over all of the GPU (device-wide when it folds all dims, in
-  // chunks otherwise), and the rest reads their results.
+  // a rule of the kernel's device (device_rules: the GPU's few long lines, backend/cuda)
   few_long_lines,
 };
 
-// What few long lines are for that break: fewer lines than this, with a fold of at least
-// long_line_min values (a block per line would use fewer than 1 in 16 of an H100's blocks).
-inline constexpr std::int64_t few_lines = 64;
-inline constexpr std::int64_t long_line_min = 1 << 16;
+// A device's own reasons to break a kernel at run time: none unless its backend says
+// (backend/cuda/executor.hpp). The planner knows no device: this is where one plugs in.
+template <class Device>
+struct device_rules {
+  template <int D, class N>
+  static RunTimeBreak split(N const&, Lines<D> const&, Index<D> const&) {
+    return RunTimeBreak::none;
+  }
+};
 
 // The lines of a kernel: every axis along which a fused reduction is broadcast. Each fused
 // reduction must have extent 1 on all of them, or its value would vary inside a line. `split`
@@ -268,14 +364,36 @@ Lines<D> plan_lines(N const& root, Index<D> const& domain, RunTimeBreak& split) 
   split = !agree ? RunTimeBreak::disagree
           : leading ? RunTimeBreak::leading_dims
                     : RunTimeBreak::none;
-  if constexpr (!InReduce && std::is_same_v<typename N::device_type, Cuda>) {
-    std::int64_t longest = 0, outer = 1;
-    for_each_fused_reduce<D, false>(root, [&](auto const& r) { longest = std::max(longest, r.count); });
-    for (int i = 0; i < D; ++i)
-      if (!lines.axis[i]) outer *= domain[i];
-    if (outer < few_lines && longest >= long_line_min) split = RunTimeBreak::few_long_lines;
-  }
+  if constexpr (!InReduce && !std::is_void_v<typename N::device_type>)
+    if (split == RunTimeBreak::none)
+      split = device_rules<typename N::device_type>::template split<D>(root, lines, domain);
   return lines;
+}
+
+// The run-time half of one kernel's plan, computed once from the shapes of its root: the lines,
+// whether it breaks at run time, and how much it reads (what decides its threads). The
+// executors run it and explain() prints it; neither derives it again.
+template <int D>
+struct KernelConfig {
+  Lines<D> lines;
+  RunTimeBreak split = RunTimeBreak::none;
+  std::int64_t work = 0;  // values read: the output's, or the largest fused reduction input's
+};
+
+template <class N>
+KernelConfig<N::rank> configure(N const& root) {
+  constexpr int D = N::rank;
+  KernelConfig<D> c;
+  c.lines = plan_lines<D, false>(root, root.shape(), c.split);
+  c.work = numel_of<D>(root.shape());
+  if constexpr (N::kind == NodeKind::reduce) {
+    c.work = numel_of<child_t<N>::rank>(root.input.shape());
+  } else if (c.split == RunTimeBreak::none) {
+    for_each_fused_reduce<D, false>(root, [&](auto const& r) {
+      c.work = std::max(c.work, numel_of<decltype(r.input)::rank>(r.input.shape()));
+    });
+  }
+  return c;
 }
 
 }  // namespace detail

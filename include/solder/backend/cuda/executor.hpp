@@ -497,8 +497,8 @@ __global__ void finalize_kernel(A const* acc, OutT* out, std::int64_t count) {
 template <bool Split, class OutTensor, class Op, class C, int NA, bool K>
 void device_reduce(OutTensor& out, Reduce<Op, C, NA, K> const& root, Temps& temps) {
   constexpr int F = C::rank;
-  Index<F> const& fdom = root.child.shape();
-  auto child = make_eval<F, true, Split>(root.child, fdom, temps);
+  Index<F> const& fdom = root.input.shape();
+  auto child = make_eval<F, true, Split>(root.input, fdom, temps);
   using A = typename Op::template acc<element_of<decltype(child)>>;
   bool contiguous = child.contiguous(0, fdom);
   child.begin_line(Index<F>{});
@@ -530,29 +530,29 @@ void fill(T* p, std::int64_t n, F f) {
   SOLDER_CUDA_CHECK(cudaGetLastError());
 }
 
-// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
+// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`, as
+// its configuration (plan.hpp: configure, with device_rules<Cuda> below) says.
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
   constexpr int D = N::rank;
   Index<D> const& dom = out.shape();
   if (numel_of<D>(dom) == 0) return;
-  RunTimeBreak split = RunTimeBreak::none;
-  Lines<D> lines = plan_lines<D, false>(root, dom, split);
+  KernelConfig<D> const config = configure(root);
   Temps temps;  // breaks' storage: freed in stream order after this kernel
-  if constexpr (is_reduce<N>::value) {
-    using C = decltype(root.child);
+  if constexpr (N::kind == NodeKind::reduce) {
+    using C = child_t<N>;
     // CUB, device-wide. Only for a reduction over all dims: its kernels are the largest built
     // for a reduction, and one over some dims that meets a single output at run time ([1, n]
     // summed over dim 1) runs as well in chunks (fold_apart).
     if constexpr (N::naxes == C::rank) {
-      if (split == RunTimeBreak::few_long_lines) {
+      if (config.split == RunTimeBreak::few_long_lines) {
         device_reduce<has_fused_reduce<C, C::rank, true>()>(out, root, temps);
         return;
       }
     }
   }
-  if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
-    if constexpr (is_reduce<N>::value) {
+  if (config.split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
+    if constexpr (N::kind == NodeKind::reduce) {
       auto ev = make_reduce_eval<D, true>(root, temps);
       if (!fold_apart(out, ev)) launch(out, ev, Lines<D>{});
     } else {
@@ -561,13 +561,38 @@ void run_kernel(OutTensor& out, N const& root) {
     }
     return;
   }
-  auto ev = make_eval<D, false, false, N>(root, dom, temps);
-  if constexpr (is_reduce<N>::value) {  // (a nested one would be folded again for every part)
-    using C = decltype(root.child);
+  auto ev = make_eval<D, false, false, shared_root<N, D>>(root, dom, temps);
+  if constexpr (N::kind == NodeKind::reduce) {  // (a nested one would be folded again for every part)
+    using C = child_t<N>;
     if constexpr (!has_fused_reduce<C, C::rank, true>())
       if (fold_apart(out, ev)) return;
   }
-  launch<static_line<N, OutTensor>()>(out, ev, lines);
+  launch<static_line<N, OutTensor>()>(out, ev, config.lines);
 }
 
 }  // namespace solder::detail::cuda
+
+namespace solder::detail {
+
+// The GPU's own run-time break (RunTimeBreak::few_long_lines): a kernel with few lines that
+// folds a long input (softmax over [4, 10^7], the var of a vector, sqrt(mean(x * x))). A block per
+// line would leave most of the GPU idle, so each reduction runs on its own, over all of the GPU
+// (device-wide when it folds all dims, in chunks otherwise), and the rest reads their results.
+template <>
+struct device_rules<Cuda> {
+  // Fewer lines than this, with a fold of at least long_line_min values: a block per line
+  // would use fewer than 1 in 16 of an H100's blocks.
+  static constexpr std::int64_t few_lines = 64;
+  static constexpr std::int64_t long_line_min = 1 << 16;
+  template <int D, class N>
+  static RunTimeBreak split(N const& root, Lines<D> const& lines, Index<D> const& domain) {
+    std::int64_t longest = 0, outer = 1;
+    for_each_fused_reduce<D, false>(root, [&](auto const& r) { longest = std::max(longest, r.count); });
+    for (int i = 0; i < D; ++i)
+      if (!lines.axis[i]) outer *= domain[i];
+    return outer < few_lines && longest >= long_line_min ? RunTimeBreak::few_long_lines
+                                                         : RunTimeBreak::none;
+  }
+};
+
+}  // namespace solder::detail

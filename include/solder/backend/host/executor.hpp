@@ -380,38 +380,33 @@ bool write_columns(OutTensor& out, Ev const& ev, std::int64_t work) {
   return true;
 }
 
-// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`.
+// Runs the kernel rooted at `root` (a fused expression, already shape-checked) into `out`, as
+// its configuration (plan.hpp: configure) says.
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
   constexpr int D = N::rank;
   Index<D> const& dom = out.shape();
-  RunTimeBreak split = RunTimeBreak::none;
-  Lines<D> lines = plan_lines<D, false>(root, dom, split);
+  KernelConfig<D> const config = configure(root);
   Temps temps;
-  if (split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
-    if constexpr (is_reduce<N>::value) {
+  if (config.split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
+    if constexpr (N::kind == NodeKind::reduce) {
       auto ev = make_reduce_eval<D, true>(root, temps);
-      std::int64_t work = numel_of<decltype(root.child)::rank>(root.child.shape());
-      if (!write_columns(out, ev, work)) run_reduce(out, ev, work);
+      if (!write_columns(out, ev, config.work)) run_reduce(out, ev, config.work);
     } else {
       auto ev = make_eval<D, false, true>(root, dom, temps);
-      run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, numel_of<D>(dom));
+      run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);
     }
     return;
   }
-  auto ev = make_eval<D, false, false, N>(root, dom, temps);
-  std::int64_t work = numel_of<D>(dom);
-  for_each_fused_reduce<D, false>(root, [&](auto const& r) {
-    work = std::max(work, numel_of<decltype(r.child)::rank>(r.child.shape()));
-  });
-  if constexpr (is_reduce<N>::value) {  // (nested ones would need preparing per output: split)
-    using C = decltype(root.child);
+  auto ev = make_eval<D, false, false, shared_root<N, D>>(root, dom, temps);
+  if constexpr (N::kind == NodeKind::reduce) {  // (nested ones would need preparing per output: split)
+    using C = child_t<N>;
     if constexpr (!has_fused_reduce<C, C::rank, true>())
-      if (write_columns(out, ev, work)) return;
-    run_reduce(out, ev, work);
+      if (write_columns(out, ev, config.work)) return;
+    run_reduce(out, ev, config.work);
   } else {
     constexpr auto kind = has_fused_reduce<N, D, false>() ? LineKind::shared_runs : LineKind::runs;
-    run_eval<!heavy_maths<N, D, false>(), kind>(out, ev, lines, work);
+    run_eval<!heavy_maths<N, D, false>(), kind>(out, ev, config.lines, config.work);
   }
 }
 

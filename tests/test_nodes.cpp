@@ -1,0 +1,177 @@
+// The node kinds the planner redesign added (expr/view.hpp, expr/share.hpp): views of
+// expressions that hold a reduction, shared subexpressions, the cap on a fused kernel's size,
+// and writes through views whose elements share memory. Every value is checked against scalar
+// double-precision loops, and every kernel count against the kernels that run.
+#include "reference.hpp"
+
+#include <string>
+
+namespace sd = solder;
+using ref::Array;
+
+namespace {
+
+// Evaluates e; checks that kernel_count, explain() and the kernels run agree; returns the result.
+template <class E>
+auto run_counted(E const& e) {
+  std::string text = sd::explain(e);
+  INFO(text);
+  CHECK(text.rfind("solder plan: " + std::to_string(sd::kernel_count<E>) + " kernel", 0) == 0);
+  auto before = sd::detail::kernels_run();
+  auto r = sd::eval(e);
+  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(sd::kernel_count<E>));
+  return r;
+}
+
+bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
+
+// x * 0.999 + 0.001, N times: 2N nested element-wise nodes.
+template <int N, class X>
+auto deep_chain(X const& x) {
+  if constexpr (N == 0) return sd::share(x);
+  else return deep_chain<N - 1>(x * 0.999f + 0.001f);
+}
+
+}  // namespace
+
+TEST_CASE("views of expressions that hold a reduction", "[nodes][view]") {
+  auto a = ref::uniform<float>(-2, 2, 5, 7);
+  Array A = ref::of(a);
+
+  // transpose(softmax(a, 0)): the softmax is materialized, its transpose read without a copy.
+  auto t = sd::transpose(sd::softmax(a, 1), 0, 1) * 2.f;
+  static_assert(sd::kernel_count<decltype(t)> == 2);
+  CHECK(contains(sd::explain(t), "transpose of an expression that holds a reduction"));
+  auto r = run_counted(t);
+  REQUIRE(r.shape() == sd::Index<2>{7, 5});
+  for (int i = 0; i < 5; ++i) {
+    double m = -1e300, s = 0;
+    for (int j = 0; j < 7; ++j) m = std::max(m, A.at({i, j}));
+    for (int j = 0; j < 7; ++j) s += std::exp(A.at({i, j}) - m);
+    for (int j = 0; j < 7; ++j) CHECK(r(j, i) == Approx(2 * std::exp(A.at({i, j}) - m) / s).epsilon(1e-5));
+  }
+
+  // flatten(mean(x, {2, 3}, keepdim)): DESIGN.md's adaptive average pool, then Linear's input.
+  auto x = ref::uniform<float>(-1, 1, 2, 3, 4, 5);
+  Array X = ref::of(x);
+  auto pooled = sd::flatten<1>(sd::mean(x, {2, 3}, sd::keepdim));
+  auto p = run_counted(pooled);
+  REQUIRE(p.shape() == sd::Index<2>{2, 3});
+  Array M = ref::reduce(X, {2, 3}, false, ref::fsum);
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c) CHECK(p(n, c) == Approx(M.at({n, c}) / 20).epsilon(1e-5));
+
+  // A view of a view is one materialization; squeeze and narrow of a reduction.
+  auto vv = sd::narrow(sd::squeeze(sd::sum(x, 3, sd::keepdim), 3), 2, 1, 2);
+  static_assert(sd::kernel_count<decltype(vv)> == 2);
+  auto v = run_counted(vv);
+  REQUIRE(v.shape() == sd::Index<3>{2, 3, 2});
+  Array S = ref::reduce(X, {3}, false, ref::fsum);
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int h = 0; h < 2; ++h) CHECK(v(n, c, h) == Approx(S.at({n, c, h + 1})).epsilon(1e-5));
+
+  // A reshape of element-wise maths reads it materialized (a broadcast input has no layout to
+  // reshape); a transpose of it stays fused.
+  auto b = ref::uniform<float>(-1, 1, 7);
+  auto rs = sd::reshape(a + b, std::array<std::int64_t, 2>{7, 5});
+  static_assert(sd::kernel_count<decltype(rs)> == 2);
+  auto q = run_counted(rs);
+  Array B = ref::of(b);
+  for (int k = 0; k < 35; ++k) CHECK(q(k / 5, k % 5) == Approx(A.at({k / 7, k % 7}) + B.at({k % 7})).epsilon(1e-6));
+  static_assert(sd::kernel_count<decltype(sd::transpose(a + b, 0, 1))> == 1);
+
+  // The eager baseline agrees, and so does a view used inside a reduction.
+  auto e = sd::eager(t);
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 5; ++j) CHECK(e(i, j) == Approx(r(i, j)).epsilon(1e-5));
+  auto inside = sd::sum(sd::transpose(sd::softmax(a, 1), 0, 1), 1);
+  auto in = run_counted(inside);
+  for (int j = 0; j < 7; ++j) {
+    double s = 0;
+    for (int i = 0; i < 5; ++i) s += r(j, i) / 2;
+    CHECK(in(j) == Approx(s).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("shared subexpressions: recomputed when cheap, else materialized once", "[nodes][share]") {
+  auto x = ref::uniform<float>(-1, 1, 1000);
+  Array X = ref::of(x);
+
+  // Cheap element-wise maths: share returns it unchanged, and it fuses.
+  auto cheap = sd::share(x * 2.f + 1.f);
+  static_assert(std::is_same_v<decltype(cheap), decltype(x * 2.f + 1.f)>);
+  static_assert(sd::kernel_count<decltype(cheap * cheap)> == 1);
+
+  // h = share(h + relu(h) * 0.5), 16 times: the type holds each block once, and each block
+  // runs once (the first few are recomputed in place, the rest materialized).
+  auto h0 = sd::share(x * 1.f);
+  auto h1 = sd::share(h0 + sd::relu(h0) * 0.5f);
+  auto h2 = sd::share(h1 + sd::relu(h1) * 0.5f);
+  auto h3 = sd::share(h2 + sd::relu(h2) * 0.5f);
+  auto h4 = sd::share(h3 + sd::relu(h3) * 0.5f);
+  auto h5 = sd::share(h4 + sd::relu(h4) * 0.5f);
+  auto h6 = sd::share(h5 + sd::relu(h5) * 0.5f);
+  auto h7 = sd::share(h6 + sd::relu(h6) * 0.5f);
+  auto h8 = sd::share(h7 + sd::relu(h7) * 0.5f);
+  auto h9 = sd::share(h8 + sd::relu(h8) * 0.5f);
+  auto h10 = sd::share(h9 + sd::relu(h9) * 0.5f);
+  auto h11 = sd::share(h10 + sd::relu(h10) * 0.5f);
+  auto h12 = sd::share(h11 + sd::relu(h11) * 0.5f);
+  auto h13 = sd::share(h12 + sd::relu(h12) * 0.5f);
+  auto h14 = sd::share(h13 + sd::relu(h13) * 0.5f);
+  auto h15 = sd::share(h14 + sd::relu(h14) * 0.5f);
+  auto h16 = sd::share(h15 + sd::relu(h15) * 0.5f);
+  static_assert(sd::kernel_count<decltype(h16)> == 14);  // h1 and h2 recompute: 16 - 2
+  auto y = run_counted(h16);
+  auto y2 = run_counted(h16 * 2.f);  // the last block fused into its consumer
+  auto z = sd::eager(h16);
+  for (int i = 0; i < 1000; ++i) {
+    double v = X.at({i});
+    for (int k = 0; k < 16; ++k) v = v + std::max(v, 0.0) * 0.5;
+    CHECK(y(i) == Approx(v).epsilon(1e-5));
+    CHECK(y2(i) == Approx(2 * v).epsilon(1e-5));
+    CHECK(z(i) == Approx(v).epsilon(1e-5));
+  }
+  CHECK(sd::eager_kernel_count<decltype(h16)> < 100);  // each block once, not 2^16 times
+
+  // A shared reduction read twice, as a break: materialized once.
+  auto a = ref::uniform<float>(-1, 1, 6, 9);
+  auto total = sd::share(sd::sum(a));
+  auto e = a / total - total;
+  static_assert(sd::kernel_count<decltype(e)> == 2);
+  auto r = run_counted(e);
+  Array A = ref::of(a);
+  double s = 0;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 9; ++j) s += A.at({i, j});
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 9; ++j) CHECK(r(i, j) == Approx(A.at({i, j}) / s - s).epsilon(1e-4));
+}
+
+TEST_CASE("a fused kernel holds at most max_fusion_size nodes", "[nodes][cap]") {
+  auto x = ref::uniform<float>(-1, 1, 257);
+  Array X = ref::of(x);
+  // 100 steps of * and +: 200 nodes, cut into kernels of at most 64.
+  auto e = deep_chain<100>(x);
+  static_assert(sd::kernel_count<decltype(e)> == 4);
+  CHECK(contains(sd::explain(e), "max_fusion_size"));
+  auto y = run_counted(e);
+  for (int i = 0; i < 257; ++i) {
+    double v = X.at({i});
+    for (int k = 0; k < 100; ++k) v = v * 0.999f + 0.001f;
+    CHECK(y(i) == Approx(v).margin(200 * 6e-8));  // 200 float roundings of values below 1
+  }
+}
+
+TEST_CASE("writes through a view whose elements share memory are refused", "[nodes][overlap]") {
+  auto col = sd::zeros<float>(sd::shape(3, 1));
+  auto ex = sd::expand(col, std::array<std::int64_t, 2>{3, 4});
+  CHECK_THROWS_WITH(ex = ex + 1.f, Catch::Contains("assign") && Catch::Contains("strides [1, 0]") &&
+                                       Catch::Contains("same memory location"));
+  CHECK(col(0, 0) == 0.f);  // nothing was written
+  // A stride-0 axis of one element is no overlap.
+  auto one = sd::expand(col, std::array<std::int64_t, 3>{1, 3, 1});
+  one = one + 1.f;
+  CHECK(col(2, 0) == 1.f);
+}
