@@ -3,6 +3,7 @@
 #pragma once
 #include "../plan/common_reductions.hpp"
 #include "eval.hpp"
+#include "host/executor.hpp"
 
 namespace solder::detail {
 
