@@ -175,3 +175,16 @@ TEST_CASE("writes through a view whose elements share memory are refused", "[nod
   one = one + 1.f;
   CHECK(col(2, 0) == 1.f);
 }
+
+TEST_CASE("item() of a one-element expression evaluates it", "[nodes][item]") {
+  auto x = ref::uniform<float>(-1, 1, 3, 4);
+  Array X = ref::of(x);
+  double s = 0, m = -1e300;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) s += X.at({i, j}), m = std::max(m, X.at({i, j}));
+  CHECK(sd::sum(x).item() == Approx(s).epsilon(1e-6));
+  CHECK((sd::sum(x) * 2.f).item() == Approx(2 * s).epsilon(1e-6));
+  CHECK(sd::share(sd::max(x)).item() == static_cast<float>(m));
+  CHECK(sd::flatten(sd::sum(x, {0, 1}, sd::keepdim)).item() == Approx(s).epsilon(1e-6));
+  CHECK_THROWS_WITH(sd::sum(x, 1).item(), Catch::Contains("item") && Catch::Contains("3 elements"));
+}

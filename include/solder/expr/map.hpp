@@ -125,6 +125,8 @@ struct Map : detail::ExprTag {
   }
   Index<rank> const& shape() const { return shape_; }
   static std::string name() { return Op::name; }
+  // The value of a one-element expression (torch's .item()): evaluates it first.
+  auto item() const { return eval(*this).item(); }
   template <std::size_t I>
   auto const& child() const {
     return std::get<I>(children);

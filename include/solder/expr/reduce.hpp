@@ -183,6 +183,8 @@ struct Reduce : detail::ExprTag {
   }
   Index<rank> const& shape() const { return shape_; }
   static std::string name() { return Op::name; }
+  // The value of a one-element expression (torch's .item()): evaluates it first.
+  auto item() const { return eval(*this).item(); }
   template <std::size_t I>
     requires(I == 0)
   C const& child() const {

@@ -30,6 +30,8 @@ struct Shared : detail::ExprTag {
   Shared(C c, char const* reason) : input(std::make_shared<C const>(std::move(c))), why(reason) {}
   Index<rank> const& shape() const { return input->shape(); }
   static std::string name() { return "shared"; }
+  // The value of a one-element expression (torch's .item()): evaluates it first.
+  auto item() const { return eval(*this).item(); }
   template <std::size_t I>
     requires(I == 0)
   C const& child() const {

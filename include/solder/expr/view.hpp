@@ -56,6 +56,8 @@ struct View : detail::ExprTag {
   }
   Index<rank> const& shape() const { return shape_; }
   std::string name() const { return op; }
+  // The value of a one-element expression (torch's .item()): evaluates it first.
+  auto item() const { return eval(*this).item(); }
   // The view of the child's materialized result: no copy.
   result_tensor apply(input_tensor const& t) const { return view(t); }
 
