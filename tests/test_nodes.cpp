@@ -188,3 +188,39 @@ TEST_CASE("item() of a one-element expression evaluates it", "[nodes][item]") {
   CHECK(sd::flatten(sd::sum(x, {0, 1}, sd::keepdim)).item() == Approx(s).epsilon(1e-6));
   CHECK_THROWS_WITH(sd::sum(x, 1).item(), Catch::Contains("item") && Catch::Contains("3 elements"));
 }
+
+TEST_CASE("static dims: the planner knows a kernel needs no run-time break variant", "[nodes][static]") {
+  auto x = ref::uniform<float>(-2, 2, 6, 10);
+  auto g = ref::uniform<float>(0.5, 1.5, 10);
+  auto b = ref::uniform<float>(-0.5, 0.5, 10);
+  Array X = ref::of(x);
+  using sd::detail::may_split;
+  // Run-time dims could fold leading dims: the variant is compiled; static last dims cannot.
+  static_assert(may_split<sd::node_t<decltype(sd::softmax(x, -1))>>());
+  static_assert(!may_split<sd::node_t<decltype(sd::softmax<-1>(x))>>());
+  static_assert(!may_split<sd::node_t<decltype(sd::log_softmax<1>(x))>>());
+  static_assert(!may_split<sd::node_t<decltype(sd::layer_norm(x, g, b))>>());
+  static_assert(!may_split<sd::node_t<decltype(sd::rms_norm(x, g))>>());
+  static_assert(!may_split<sd::node_t<decltype(sd::sum(x, 0))>>());  // a lone reduction
+  static_assert(!may_split<sd::node_t<decltype(x * 2.f)>>());
+  // A static leading dim is no trailing reduction.
+  static_assert(may_split<sd::node_t<decltype(sd::softmax<0>(x))>>());
+
+  // The same values as the run-time dims.
+  auto same = [](auto const& a, auto const& e) {
+    REQUIRE(a.shape() == e.shape());
+    for (std::int64_t i = 0; i < a.numel(); ++i) CHECK(a.data()[i] == e.data()[i]);
+  };
+  same(run_counted(sd::softmax<-1>(x)), sd::eval(sd::softmax(x, -1)));
+  same(run_counted(sd::log_softmax<1>(x)), sd::eval(sd::log_softmax(x, 1)));
+  same(sd::eval(sd::softmax<0>(x)), sd::eval(sd::softmax(x, 0)));  // (a run-time break)
+  same(run_counted(sd::sum<-1>(x)), sd::eval(sd::sum(x, -1)));
+  same(run_counted(sd::max<0>(x, sd::keepdim)), sd::eval(sd::max(x, 0, sd::keepdim)));
+  same(run_counted(x - sd::mean<-1>(x, sd::keepdim)), sd::eval(x - sd::mean(x, -1, sd::keepdim)));
+  auto s = run_counted(sd::sum<1>(x * x));
+  for (int i = 0; i < 6; ++i) {
+    double r = 0;
+    for (int j = 0; j < 10; ++j) r += X.at({i, j}) * X.at({i, j});
+    CHECK(s(i) == Approx(r).epsilon(1e-5));
+  }
+}

@@ -136,7 +136,9 @@ using Argmin = ArgExtremum<false>;
 struct KeepDim {};
 inline constexpr KeepDim keepdim{};
 
-template <class Op, class C, int NA, bool Keep>
+// Trailing: the reduced dims are known at compile time to be the input's last NA (layer_norm,
+// softmax<-1>, sum<-1>): the planner then knows its kernel needs no run-time break variant.
+template <class Op, class C, int NA, bool Keep, bool Trailing = false>
 struct Reduce : detail::ExprTag {
   static constexpr NodeKind kind = NodeKind::reduce;
   using child_types = types<C>;
@@ -146,6 +148,7 @@ struct Reduce : detail::ExprTag {
   using acc_type = typename Op::template acc<input_type>;
   using value_type = typename Op::template result<input_type>;
   static constexpr bool keepdim = Keep;
+  static constexpr bool trailing = Trailing;
   static constexpr int naxes = NA;
   static constexpr int rank = Keep ? C::rank : C::rank - NA;
   static_assert(NA >= 1 && NA <= C::rank, "solder: reduction: more dims than the input has");
@@ -200,7 +203,7 @@ struct Reduce : detail::ExprTag {
   auto rebuild(K const& k) const {
     std::array<std::int64_t, NA> dims{};
     for (int i = 0; i < NA; ++i) dims[i] = axes[i];
-    Reduce<Op, node_t<K>, NA, Keep> r(as_node(k), dims);
+    Reduce<Op, node_t<K>, NA, Keep, Trailing> r(as_node(k), dims);
     r.id = id;
     return r;
   }
@@ -208,19 +211,29 @@ struct Reduce : detail::ExprTag {
 
 namespace detail {
 
-template <class Op, bool Keep, class C, std::size_t N>
+template <class Op, bool Keep, bool Trailing, class C, std::size_t N>
 auto reduce_of(C const& input, std::array<std::int64_t, N> const& dims) {
-  return Reduce<Op, C, static_cast<int>(N), Keep>(input, dims);
+  return Reduce<Op, C, static_cast<int>(N), Keep, Trailing>(input, dims);
 }
 
-template <class Op, bool Keep, class X, std::size_t N>
-auto make_reduce(X const& x, std::array<std::int64_t, N> const& dims) {
+template <class Op, bool Keep, class X, std::size_t N, bool Trailing = false>
+auto make_reduce(X const& x, std::array<std::int64_t, N> const& dims,
+                 std::bool_constant<Trailing> = {}) {
   using C = node_t<X>;
   static_assert(C::rank >= 1, "solder: reduction of a rank-0 value");
   if constexpr (std::is_same_v<Op, ops::Mean>)
     static_assert(is_floating_v<typename C::value_type>,
                   "solder: mean: the input must be floating point (use sd::cast<float>)");
-  return reduce_of<Op, Keep>(capped(as_node(x)), dims);
+  return reduce_of<Op, Keep, Trailing>(capped(as_node(x)), dims);
+}
+
+// f<Dim>(x): a dim known at compile time. The last one makes a trailing reduction.
+template <class Op, bool Keep, int Dim, class X>
+auto make_static_reduce(X const& x) {
+  constexpr int R = node_t<X>::rank;
+  static_assert(Dim >= -R && Dim < R, "solder: reduction: the static dim is out of range");
+  return make_reduce<Op, Keep>(x, std::array<std::int64_t, 1>{Dim},
+                               std::bool_constant<Dim == -1 || Dim == R - 1>{});
 }
 
 template <int R>
@@ -248,12 +261,20 @@ std::array<std::int64_t, N> dims_of(int const (&d)[N]) {
                 "sd::minimum(x, v)");                                                      \
   return as_node(x);
 
-// f(x) over everything (argmax: an index into the flattened input); f(x, dim); each with an
-// optional sd::keepdim.
+// f(x) over everything (argmax: an index into the flattened input); f(x, dim); f<dim>(x), the
+// dim known at compile time; each with an optional sd::keepdim.
 #define SOLDER_DIM_REDUCTION(fn, Op)                                                        \
   template <Lazy X>                                                                        \
   auto fn(X const& x) {                                                                    \
     return detail::make_reduce<ops::Op, false>(x, detail::all_dims<node_t<X>::rank>());    \
+  }                                                                                        \
+  template <int Dim, Lazy X>                                                               \
+  auto fn(X const& x) {                                                                    \
+    return detail::make_static_reduce<ops::Op, false, Dim>(x);                             \
+  }                                                                                        \
+  template <int Dim, Lazy X>                                                               \
+  auto fn(X const& x, KeepDim) {                                                           \
+    return detail::make_static_reduce<ops::Op, true, Dim>(x);                              \
   }                                                                                        \
   template <Lazy X>                                                                        \
   auto fn(X const& x, std::int64_t dim) {                                                  \

@@ -24,9 +24,16 @@ struct RowMax : Max {
 }  // namespace ops
 
 namespace detail {
-template <class X>
+template <bool Trailing = false, class X>
 auto row_max(X const& x, std::int64_t dim) {
-  return make_reduce<ops::RowMax, true>(x, std::array<std::int64_t, 1>{dim});
+  return make_reduce<ops::RowMax, true>(x, std::array<std::int64_t, 1>{dim},
+                                        std::bool_constant<Trailing>{});
+}
+template <int Dim, class X>
+constexpr bool is_last_dim() {
+  constexpr int R = node_t<X>::rank;
+  static_assert(Dim >= -R && Dim < R, "solder: softmax / log_softmax: the static dim is out of range");
+  return Dim == -1 || Dim == R - 1;
 }
 }  // namespace detail
 
@@ -43,6 +50,21 @@ auto log_softmax(X const& x, std::int64_t dim) {
   dim = detail::row_dim(x, dim, "log_softmax");
   auto shifted = x - detail::row_max(x, dim);
   return shifted - log(sum(exp(shifted), dim, keepdim));
+}
+
+// softmax<Dim>(x), log_softmax<Dim>(x): the dim known at compile time. Over the last dim the
+// kernel needs no run-time break variant: less to compile, the same code run.
+template <int Dim, Lazy X>
+auto softmax(X const& x) {
+  constexpr bool last = detail::is_last_dim<Dim, X>();
+  auto shifted = exp(x - detail::row_max<last>(x, Dim));
+  return shifted * (1.f / sum<Dim>(shifted, keepdim));
+}
+template <int Dim, Lazy X>
+auto log_softmax(X const& x) {
+  constexpr bool last = detail::is_last_dim<Dim, X>();
+  auto shifted = x - detail::row_max<last>(x, Dim);
+  return shifted - log(sum<Dim>(exp(shifted), keepdim));
 }
 
 // var(x, dims, correction = 1): sum((x - mean)^2) / max(0, n - correction), as torch.var: NaN
@@ -116,9 +138,10 @@ auto layer_norm(X const& x, G const& gamma, B const& beta, double eps = 1e-5) {
   static_assert(node_t<B>::rank == K, "solder: layer_norm: gamma and beta must have the same rank");
   detail::check_normalized("layer_norm", "gamma", x, gamma);
   detail::check_normalized("layer_norm", "beta", x, beta);
-  auto mu = detail::make_reduce<ops::Mean, true>(x, detail::trailing_dims<K>());
+  auto mu = detail::make_reduce<ops::Mean, true>(x, detail::trailing_dims<K>(), std::true_type{});
   auto centered = x - mu;
-  auto v = detail::make_reduce<ops::Mean, true>(centered * centered, detail::trailing_dims<K>());
+  auto v = detail::make_reduce<ops::Mean, true>(centered * centered, detail::trailing_dims<K>(),
+                                                std::true_type{});
   return centered * rsqrt(v + static_cast<compute_t<T>>(eps)) * gamma + beta;
 }
 
@@ -131,7 +154,7 @@ auto rms_norm(X const& x, G const& gamma,
   using T = typename node_t<X>::value_type;
   static_assert(is_floating_v<T>, "solder: rms_norm: the input must be floating point");
   detail::check_normalized("rms_norm", "gamma", x, gamma);
-  auto ms = detail::make_reduce<ops::Mean, true>(x * x, detail::trailing_dims<K>());
+  auto ms = detail::make_reduce<ops::Mean, true>(x * x, detail::trailing_dims<K>(), std::true_type{});
   return x * rsqrt(ms + static_cast<compute_t<T>>(eps)) * gamma;
 }
 

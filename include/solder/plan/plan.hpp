@@ -335,6 +335,7 @@ enum class RunTimeBreak {
 // (backend/cuda/executor.hpp). The planner knows no device: this is where one plugs in.
 template <class Device>
 struct device_rules {
+  static constexpr bool may_split = false;  // whether split() can break a kernel
   template <int D, class N>
   static RunTimeBreak split(N const&, Lines<D> const&, Index<D> const&) {
     return RunTimeBreak::none;
@@ -368,6 +369,66 @@ Lines<D> plan_lines(N const& root, Index<D> const& domain, RunTimeBreak& split) 
     if (split == RunTimeBreak::none)
       split = device_rules<typename N::device_type>::template split<D>(root, lines, domain);
   return lines;
+}
+
+// Whether every reduction fused into a kernel (the root's included) folds, by its type, the last
+// `naxes` dims of an input of rank K: then all are broadcast along the same lines and none folds
+// leading dims, whatever the shapes.
+template <class N, int K, int NAxes, bool InReduce>
+constexpr bool trailing_alike();
+template <int K, int NAxes, bool InReduce, class... C>
+constexpr bool trailing_alike_all(types<C...>) {
+  return (true && ... && trailing_alike<C, K, NAxes, InReduce>());
+}
+template <class N, int K, int NAxes, bool InReduce>
+constexpr bool trailing_alike() {
+  if constexpr (is_break<N, K, InReduce>()) return true;
+  else if constexpr (N::kind == NodeKind::reduce)
+    return N::trailing && N::naxes == NAxes && child_t<N>::rank == K &&
+           trailing_alike<child_t<N>, K, NAxes, true>();
+  else if constexpr (N::kind == NodeKind::map)
+    return trailing_alike_all<K, NAxes, InReduce>(typename N::child_types{});
+  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar ||
+                     N::kind == NodeKind::view || N::kind == NodeKind::shared)
+    return true;
+  else return unhandled_kind<N>("trailing_alike"), false;
+}
+// The number of dims the first fused reduction of N folds (0: none).
+template <class N, int D, bool InReduce>
+constexpr int first_naxes();
+template <int D, bool InReduce, class... C>
+constexpr int first_naxes_of(types<C...>) {
+  int n = 0;
+  ((n = n ? n : first_naxes<C, D, InReduce>()), ...);
+  return n;
+}
+template <class N, int D, bool InReduce>
+constexpr int first_naxes() {
+  if constexpr (is_break<N, D, InReduce>()) return 0;
+  else if constexpr (N::kind == NodeKind::reduce) return N::naxes;
+  else if constexpr (N::kind == NodeKind::map) return first_naxes_of<D, InReduce>(typename N::child_types{});
+  else return 0;
+}
+
+// Whether the kernel rooted at N can break at run time (RunTimeBreak), so that its executor
+// compiles the variant for it. On the host only a reduction fused below the root can, and not
+// when all of them fold trailing dims alike by type (layer_norm, softmax<-1>). A device with
+// rules of its own (the GPU's few long lines) may break any kernel with a fused reduction.
+template <class N>
+constexpr bool may_split() {
+  constexpr int D = N::rank;
+  using Device = std::conditional_t<std::is_void_v<typename N::device_type>, Host,
+                                    typename N::device_type>;
+  if constexpr (!has_fused_reduce<N, D, false>()) {
+    return false;
+  } else if constexpr (device_rules<Device>::may_split) {
+    return true;
+  } else if constexpr (N::kind == NodeKind::reduce) {
+    using C = child_t<N>;
+    return has_fused_reduce<C, C::rank, true>() && !trailing_alike<N, C::rank, N::naxes, false>();
+  } else {
+    return !trailing_alike<N, D, first_naxes<N, D, false>(), false>();
+  }
 }
 
 // The run-time half of one kernel's plan, computed once from the shapes of its root: the lines,

@@ -494,8 +494,8 @@ __global__ void finalize_kernel(A const* acc, OutT* out, std::int64_t count) {
 // mean) runs first, as a kernel of its own (a run-time break), and the input reads its result.
 // (Op is deduced and A read from the evaluator, not from the node's member aliases: see
 // element_of in backend/eval.hpp.)
-template <bool Split, class OutTensor, class Op, class C, int NA, bool K>
-void device_reduce(OutTensor& out, Reduce<Op, C, NA, K> const& root, Temps& temps) {
+template <bool Split, class OutTensor, class Op, class C, int NA, bool K, bool T>
+void device_reduce(OutTensor& out, Reduce<Op, C, NA, K, T> const& root, Temps& temps) {
   constexpr int F = C::rank;
   Index<F> const& fdom = root.input.shape();
   auto child = make_eval<F, true, Split>(root.input, fdom, temps);
@@ -551,15 +551,17 @@ void run_kernel(OutTensor& out, N const& root) {
       }
     }
   }
-  if (config.split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
-    if constexpr (N::kind == NodeKind::reduce) {
-      auto ev = make_reduce_eval<D, true>(root, temps);
-      if (!fold_apart(out, ev)) launch(out, ev, Lines<D>{});
-    } else {
-      auto ev = make_eval<D, false, true>(root, dom, temps);
-      launch(out, ev, Lines<D>{});
+  if constexpr (may_split<N>()) {
+    if (config.split != RunTimeBreak::none) {  // the reductions get kernels of their own
+      if constexpr (N::kind == NodeKind::reduce) {
+        auto ev = make_reduce_eval<D, true>(root, temps);
+        if (!fold_apart(out, ev)) launch(out, ev, Lines<D>{});
+      } else {
+        auto ev = make_eval<D, false, true>(root, dom, temps);
+        launch(out, ev, Lines<D>{});
+      }
+      return;
     }
-    return;
   }
   auto ev = make_eval<D, false, false, shared_root<N, D>>(root, dom, temps);
   if constexpr (N::kind == NodeKind::reduce) {  // (a nested one would be folded again for every part)
@@ -580,6 +582,7 @@ namespace solder::detail {
 // (device-wide when it folds all dims, in chunks otherwise), and the rest reads their results.
 template <>
 struct device_rules<Cuda> {
+  static constexpr bool may_split = true;
   // Fewer lines than this, with a fold of at least long_line_min values: a block per line
   // would use fewer than 1 in 16 of an H100's blocks.
   static constexpr std::int64_t few_lines = 64;

@@ -388,15 +388,17 @@ void run_kernel(OutTensor& out, N const& root) {
   Index<D> const& dom = out.shape();
   KernelConfig<D> const config = configure(root);
   Temps temps;
-  if (config.split != RunTimeBreak::none) {  // the reductions get kernels of their own (plan.hpp)
-    if constexpr (N::kind == NodeKind::reduce) {
-      auto ev = make_reduce_eval<D, true>(root, temps);
-      if (!write_columns(out, ev, config.work)) run_reduce(out, ev, config.work);
-    } else {
-      auto ev = make_eval<D, false, true>(root, dom, temps);
-      run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);
+  if constexpr (may_split<N>()) {
+    if (config.split != RunTimeBreak::none) {  // the reductions get kernels of their own
+      if constexpr (N::kind == NodeKind::reduce) {
+        auto ev = make_reduce_eval<D, true>(root, temps);
+        if (!write_columns(out, ev, config.work)) run_reduce(out, ev, config.work);
+      } else {
+        auto ev = make_eval<D, false, true>(root, dom, temps);
+        run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);
+      }
+      return;
     }
-    return;
   }
   auto ev = make_eval<D, false, false, shared_root<N, D>>(root, dom, temps);
   if constexpr (N::kind == NodeKind::reduce) {  // (nested ones would need preparing per output: split)
