@@ -224,3 +224,14 @@ TEST_CASE("static dims: the planner knows a kernel needs no run-time break varia
     CHECK(s(i) == Approx(r).epsilon(1e-5));
   }
 }
+
+TEST_CASE("a reduction whose input holds another compiles its run-time break variant", "[nodes][static]") {
+  auto x = ref::uniform<float>(-2, 2, 6, 10);
+  using sd::detail::may_split;
+  // var(x, 0)'s sum folds a mean of leading dims: it may break; over static last dims it may not.
+  static_assert(may_split<sd::node_t<decltype(sd::sum(x - sd::mean(x, 0, sd::keepdim), 0))>>());
+  static_assert(may_split<sd::node_t<decltype(sd::sum<-1>(x - sd::mean(x, 0, sd::keepdim)))>>());
+  static_assert(!may_split<sd::node_t<decltype(sd::sum<-1>(x - sd::mean<-1>(x, sd::keepdim)))>>());
+  auto v = run_counted(sd::sum<-1>(x - sd::mean<-1>(x, sd::keepdim)));
+  for (int i = 0; i < 6; ++i) CHECK(v(i) == Approx(0).margin(1e-5));
+}

@@ -19,6 +19,22 @@ TEST_CASE("nvcc build: host expressions still run on the host", "[cuda][host]") 
     CHECK(y(i) == sd::math::tanh(i * 0.5f) + sd::eval(sd::softmax(x, 0))(i));
 }
 
+// The README's static_assert, with the GPU tensor declared `auto x = xh.to<sd::Cuda>()`:
+// nvcc's front end once spelled that type with a name it had not declared. (Compiled here, run
+// with the GPU tests: it needs a device.)
+[[maybe_unused]] static int readme_chain_on_the_gpu() {
+  sd::Tensor<float, 1> xh = sd::rand<float>(sd::shape(1 << 10), -1.f, 1.f);
+  auto x = xh.to<sd::Cuda>();
+  auto c = x.clone();
+  auto e = sd::tanh(x * 0.5f + 0.25f) * sd::sigmoid(x) + x * x * 0.1f - 0.3f;
+  static_assert(sd::kernel_count<decltype(e)> == 1);
+  using E = decltype(e);
+  static_assert(sd::kernel_count<E> == 1);
+  auto f = sd::softmax(c * 2.f, 0);
+  static_assert(sd::kernel_count<decltype(f)> == 1);
+  return sd::kernel_count<E>;
+}
+
 TEST_CASE("a GPU tensor without a GPU throws \"no CUDA device\"", "[cuda][host]") {
   if (sd::cuda::device_count() == 0) {
     CHECK_THROWS_WITH((sd::Tensor<float, 1, sd::Cuda>(4)), Contains("no CUDA device: "));

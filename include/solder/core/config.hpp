@@ -1,6 +1,13 @@
 // Portability macros shared by every layer: one functor source runs on the host and on CUDA.
 #pragma once
 
+// solder's functors are constexpr and run on the device too: nvcc must be told that this is
+// allowed, or each use is an error deep inside an expression ("calling a constexpr __host__
+// function from a __device__ function"). The solder::solder CMake target adds these flags.
+#if defined(__CUDACC__) && !defined(__CUDACC_RELAXED_CONSTEXPR__)
+#error "solder: compile .cu files that include solder with nvcc --expt-relaxed-constexpr (and -fmad=false -Xcompiler=-fopenmp,-fno-math-errno,-ffp-contract=off, as the solder::solder CMake target adds)"
+#endif
+
 #if defined(__CUDACC__)
 #define SOLDER_HD __host__ __device__
 // Before a SOLDER_HD template (before its `template <...>`) whose instantiations for host-only

@@ -181,7 +181,7 @@ class BasicTensor {
   // The same values on another device (contiguous there); the same device returns this
   // tensor itself, as torch's .to does.
   template <class D2>
-  BasicTensor<T, E, D2> to() const {
+  BasicTensor<T, static_extents, D2> to() const {
     if constexpr (std::is_same_v<D2, Device>) {
       return *this;
     } else {

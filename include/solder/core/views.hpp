@@ -182,20 +182,8 @@ auto reshape(TT const& t, Shape<E> const& s) {
   return reshape(t, s.dims);
 }
 
-// Sizes as a braced list, as PyTorch is called: view(t, {2, -1}), expand(t, {3, 4}),
-// broadcast_to(t, {3, 4}).
-template <TensorType TT, std::size_t N>
-auto view(TT const& t, std::int64_t const (&shape)[N]) {
-  return view(t, std::to_array(shape));
-}
-template <TensorType TT, std::size_t N>
-auto reshape(TT const& t, std::int64_t const (&shape)[N]) {
-  return reshape(t, std::to_array(shape));
-}
-template <TensorType TT, std::size_t N>
-auto expand(TT const& t, std::int64_t const (&shape)[N]) {
-  return expand(t, std::to_array(shape));
-}
+// Sizes as a braced list, as PyTorch is called: broadcast_to(t, {3, 4}) (view, reshape and
+// expand take one on tensors and expressions alike: expr/view.hpp).
 template <TensorType TT, std::size_t N>
 auto broadcast_to(TT const& t, std::int64_t const (&shape)[N]) {
   return expand(t, std::to_array(shape));

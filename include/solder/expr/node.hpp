@@ -106,6 +106,22 @@ auto map_children(N const& n, F&& f) {
   return map_children_in(n, f, std::make_index_sequence<child_count<N>>{});
 }
 
+// The one child of a reduction or a view (its input), and the protocol's access to it.
+template <class C>
+struct OneInput {
+  C input;
+  template <std::size_t I>
+    requires(I == 0)
+  C const& child() const {
+    return input;
+  }
+  template <std::size_t I>
+    requires(I == 0)
+  C& child() {
+    return input;
+  }
+};
+
 }  // namespace detail
 
 template <class T, auto E, class Device = Host>

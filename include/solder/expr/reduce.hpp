@@ -139,7 +139,7 @@ inline constexpr KeepDim keepdim{};
 // Trailing: the reduced dims are known at compile time to be the input's last NA (layer_norm,
 // softmax<-1>, sum<-1>): the planner then knows its kernel needs no run-time break variant.
 template <class Op, class C, int NA, bool Keep, bool Trailing = false>
-struct Reduce : detail::ExprTag {
+struct Reduce : detail::ExprTag, detail::OneInput<C> {
   static constexpr NodeKind kind = NodeKind::reduce;
   using child_types = types<C>;
   using op_type = Op;
@@ -159,13 +159,14 @@ struct Reduce : detail::ExprTag {
     return e;
   }();
 
-  C input;  // the child: the values folded
   std::array<int, NA> axes;  // sorted, distinct, non-negative
   Index<rank> shape_;
   std::int64_t count = 1;  // elements folded into each output
   std::uint64_t id = detail::next_node_id();  // kept by copies: one node (rule 4)
 
-  Reduce(C c, std::array<std::int64_t, NA> const& dims) : input(std::move(c)) {
+  using detail::OneInput<C>::input;  // the child: the values folded
+
+  Reduce(C c, std::array<std::int64_t, NA> const& dims) : detail::OneInput<C>{std::move(c)} {
     for (int i = 0; i < NA; ++i) axes[i] = wrap_dim(dims[i], input.shape(), Op::name);
     std::sort(axes.begin(), axes.end());
     for (int i = 1; i < NA; ++i)
@@ -188,16 +189,6 @@ struct Reduce : detail::ExprTag {
   static std::string name() { return Op::name; }
   // The value of a one-element expression (torch's .item()): evaluates it first.
   auto item() const { return eval(*this).item(); }
-  template <std::size_t I>
-    requires(I == 0)
-  C const& child() const {
-    return input;
-  }
-  template <std::size_t I>
-    requires(I == 0)
-  C& child() {
-    return input;
-  }
   // The same reduction (op, dims, id) over another input of the same shape.
   template <class K>
   auto rebuild(K const& k) const {

@@ -33,7 +33,7 @@ auto shape_probe(Index<R> const& shape) {
 // View<C, F>: the tensor view F (a function from the materialized child to a view of it) of an
 // expression C that holds a kernel anchor.
 template <class C, class F>
-struct View : detail::ExprTag {
+struct View : detail::ExprTag, detail::OneInput<C> {
   static constexpr NodeKind kind = NodeKind::view;
   using child_types = types<C>;
   using device_type = typename C::device_type;
@@ -45,12 +45,13 @@ struct View : detail::ExprTag {
   static constexpr int rank = result_tensor::rank;
   static constexpr auto static_extents = dynamic_extents<rank>();
 
-  C input;
+  using detail::OneInput<C>::input;
   F view;
   char const* op;  // the view the user wrote, for explain()
   Index<rank> shape_;
 
-  View(C c, F f, char const* name) : input(std::move(c)), view(std::move(f)), op(name) {
+  View(C c, F f, char const* name)
+      : detail::OneInput<C>{std::move(c)}, view(std::move(f)), op(name) {
     using T = typename input_tensor::value_type;
     shape_ = view(detail::shape_probe<T, C::rank, device_type>(input.shape())).shape();
   }
@@ -61,16 +62,6 @@ struct View : detail::ExprTag {
   // The view of the child's materialized result: no copy.
   result_tensor apply(input_tensor const& t) const { return view(t); }
 
-  template <std::size_t I>
-    requires(I == 0)
-  C const& child() const {
-    return input;
-  }
-  template <std::size_t I>
-    requires(I == 0)
-  C& child() {
-    return input;
-  }
   template <class K>
   auto rebuild(K const& k) const {
     return View<node_t<K>, F>(as_node(k), view, op);
@@ -153,16 +144,17 @@ template <Expr X, std::size_t N>
 auto view(X const& x, std::array<std::int64_t, N> const& shape) {
   return detail::view_expr<false>(x, [=](auto const& t) { return view(t, shape); }, "view");
 }
-// Sizes as a braced list: expand(e, {3, 4}), reshape(e, {2, -1}).
-template <Expr X, std::size_t N>
+// Sizes as a braced list, as PyTorch is called, on tensors and expressions: expand(x, {3, 4}),
+// reshape(x, {2, -1}), view(x, {6}).
+template <Lazy X, std::size_t N>
 auto expand(X const& x, std::int64_t const (&shape)[N]) {
   return expand(x, std::to_array(shape));
 }
-template <Expr X, std::size_t N>
+template <Lazy X, std::size_t N>
 auto reshape(X const& x, std::int64_t const (&shape)[N]) {
   return reshape(x, std::to_array(shape));
 }
-template <Expr X, std::size_t N>
+template <Lazy X, std::size_t N>
 auto view(X const& x, std::int64_t const (&shape)[N]) {
   return view(x, std::to_array(shape));
 }

@@ -425,7 +425,8 @@ constexpr bool may_split() {
     return true;
   } else if constexpr (N::kind == NodeKind::reduce) {
     using C = child_t<N>;
-    return has_fused_reduce<C, C::rank, true>() && !trailing_alike<N, C::rank, N::naxes, false>();
+    return has_fused_reduce<C, C::rank, true>() &&
+           !(N::trailing && trailing_alike<C, C::rank, N::naxes, true>());
   } else {
     return !trailing_alike<N, D, first_naxes<N, D, false>(), false>();
   }
