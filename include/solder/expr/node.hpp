@@ -3,11 +3,13 @@
 // Every node has: value_type, rank, static_extents, shape() (computed and checked when the
 // node is built, so a bad shape throws at the line that wrote it), a name for explain(), and
 // the three things every walk over an expression reads (DESIGN.md §2, expr/):
-//   kind          NodeKind: what the planner makes of it (leaf, scalar, map, reduce, view)
+//   kind          NodeKind: what the planner makes of it (leaf, scalar, map, reduce, view,
+//                 shared)
 //   child_types   types<C...>: its children, in order; child<I>() returns the I-th
 //   rebuild(c...) the same node over other children (the same op, dims, view; the same id)
 // A walk dispatches on kind and handles every kind it can meet; a kind it does not handle is
-// a compile error that names the walk (detail::unhandled_kind), never a silent leaf.
+// a compile error (detail::unhandled_kind, whose instantiation context names the node and the
+// walk), never a silent leaf.
 #pragma once
 #include <atomic>
 #include <cstddef>
