@@ -409,4 +409,16 @@ constexpr double eps() {
 inline constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double inf = std::numeric_limits<double>::infinity();
 
+// Evaluates e; checks that kernel_count, explain() and the kernels run agree; returns the result.
+template <class E>
+auto run_counted(E const& e) {
+  std::string text = sd::explain(e);
+  INFO(text);
+  CHECK(text.rfind("solder plan: " + std::to_string(sd::kernel_count<E>) + " kernel", 0) == 0);
+  auto before = sd::detail::kernels_run();
+  auto r = sd::eval(e);
+  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(sd::kernel_count<E>));
+  return r;
+}
+
 }  // namespace ref

@@ -8,20 +8,9 @@
 
 namespace sd = solder;
 using ref::Array;
+using ref::run_counted;
 
 namespace {
-
-// Evaluates e; checks that kernel_count, explain() and the kernels run agree; returns the result.
-template <class E>
-auto run_counted(E const& e) {
-  std::string text = sd::explain(e);
-  INFO(text);
-  CHECK(text.rfind("solder plan: " + std::to_string(sd::kernel_count<E>) + " kernel", 0) == 0);
-  auto before = sd::detail::kernels_run();
-  auto r = sd::eval(e);
-  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(sd::kernel_count<E>));
-  return r;
-}
 
 bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
 

@@ -69,7 +69,8 @@ bool overlaps(N const& n, OutTensor const& out) {
     if (!same_storage(t.storage(), out.storage()) || t.numel() == 0 || out.numel() == 0) return false;
     if constexpr (N::rank == OutTensor::rank)
       if (static_cast<void const*>(t.data()) == static_cast<void const*>(out.data()) &&
-          t.shape() == out.shape() && t.strides() == out.strides())
+          same_index<N::rank>(t.shape(), out.shape()) &&
+          same_index<N::rank>(t.strides(), out.strides()))
         return false;
     return true;
   } else if constexpr (N::kind == NodeKind::map) {
@@ -88,11 +89,12 @@ bool overlaps(N const& n, OutTensor const& out) {
 template <class Dst>
 void check_no_internal_overlap(Dst const& dst, char const* op) {
   constexpr int R = Dst::rank;
-  for (int i = 0; i < R; ++i)
-    check(dst.strides()[i] != 0 || dst.shape()[i] <= 1 || dst.numel() == 0, op, ": cannot write to a tensor of shape ",
-          shape_string<R>(dst.shape()), " and strides ", shape_string<R>(dst.strides()),
-          ": more than one element refers to the same memory location (an expanded view); "
-          "write to a clone() of it instead");
+  bool repeats = false;
+  for (int i = 0; i < R; ++i) repeats = repeats || (dst.strides()[i] == 0 && dst.shape()[i] > 1);
+  check(!repeats || dst.numel() == 0, op, ": cannot write to a tensor of shape ",
+        shape_string<R>(dst.shape()), " and strides ", shape_string<R>(dst.strides()),
+        ": more than one element refers to the same memory location (an expanded view); "
+        "write to a clone() of it instead");
 }
 
 template <class To, class From>
@@ -122,7 +124,7 @@ void assign_node(Dst& dst, N const& node) {
   // Misuse stops here: nvcc's front end would otherwise go on into the executor and print a
   // page of errors after the one above.
   if constexpr (same_extents && storable && same_device) {
-    check(node.shape() == dst.shape(), "assign: expression of shape ", shape_string<R>(node.shape()),
+    check(same_index<R>(node.shape(), dst.shape()), "assign: expression of shape ", shape_string<R>(node.shape()),
           " into a tensor of shape ", shape_string<R>(dst.shape()));
     check_no_internal_overlap(dst, "assign");
     with_common_reductions(node, [&](N const& n) {

@@ -88,6 +88,15 @@ ShapeText<R> shape_string(Index<R> const& s) {
   return {s};
 }
 
+// a == b, one compare per axis: std::array's == becomes a call to memcmp in some inlining
+// contexts, a tenth of the cost of a small assignment (bench_overhead).
+template <int R>
+bool same_index(Index<R> const& a, Index<R> const& b) {
+  bool same = true;
+  for (int i = 0; i < R; ++i) same = same && a[i] == b[i];
+  return same;
+}
+
 template <int R>
 std::int64_t numel_of(Index<R> const& s) {
   std::int64_t n = 1;
