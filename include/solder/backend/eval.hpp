@@ -451,9 +451,7 @@ struct Records {};
 template <class Ev>
 inline constexpr bool is_record = std::is_base_of_v<Records, Ev>;
 
-// Evaluates a node into a new tensor on its device (a break; backend/assign.hpp). The return
-// types are spelled out: a walk that reaches a break then instantiates its kernel later, not
-// nested inside its own, so a long chain of breaks stays within the compiler's limits.
+// Evaluates a node into a new tensor on its device (a break; backend/assign.hpp), of this type.
 template <class N>
 using materialized_t = BasicTensor<canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
                                    typename N::device_type>;
@@ -531,6 +529,13 @@ auto make_reduce_eval(N const& n, Temps& temps) {
   return ev;
 }
 
+// A materialized result read as an input of the kernel (kept alive while the kernel runs).
+template <int D, class TT>
+auto read_materialized(TT const& t, Index<D> const& dom, Temps& temps) {
+  temps.push_back(t.storage());
+  return leaf_eval<D>(t, dom);
+}
+
 // An element-wise node's evaluator over its children's. (Braces: the children's evaluators are
 // made left to right, so breaks run in the order explain() numbers them.)
 template <int D, bool InReduce, bool Split, class Root, class N, std::size_t... I>
@@ -549,10 +554,8 @@ auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
   if constexpr (Shared) {
     auto e = make_node_eval<D, InReduce, Split, Root, false>(n, dom, temps);
     return wrap_shared<typename evals_of<Root>::template recall<decltype(e)>>(e);
-  } else if constexpr (is_break<N, D, InReduce, Split>()) {
-    auto t = materialize_once(n);
-    temps.push_back(t.storage());
-    return leaf_eval<D>(t, dom);
+  } else if constexpr (is_break<N, D, InReduce, Split>() || N::kind == NodeKind::shared) {
+    return read_materialized<D>(materialize_once(n), dom, temps);
   } else if constexpr (N::kind == NodeKind::leaf) {
     return leaf_eval<D>(n.tensor, dom);
   } else if constexpr (N::kind == NodeKind::scalar) {
@@ -563,13 +566,7 @@ auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
   } else if constexpr (N::kind == NodeKind::reduce) {
     return make_reduce_eval<D, Split, Root, InReduce>(n, temps);
   } else if constexpr (N::kind == NodeKind::view) {
-    auto t = n.apply(materialize_once(n.input));
-    temps.push_back(t.storage());
-    return leaf_eval<D>(t, dom);
-  } else if constexpr (N::kind == NodeKind::shared) {
-    auto t = materialize_once(n);
-    temps.push_back(t.storage());
-    return leaf_eval<D>(t, dom);
+    return read_materialized<D>(n.apply(materialize_once(n.input)), dom, temps);
   } else {
     unhandled_kind<N>("make_eval");
   }
