@@ -24,6 +24,20 @@
 
 namespace solder_bench {
 
+// The vector ISA the program was compiled for: every table says which one ran, and targets that
+// depend on it (bench_rows) read it.
+inline constexpr bool avx512 =
+#if defined(__AVX512F__)
+    true;
+#else
+    false;
+#endif
+inline constexpr char const* isa = avx512 ? "AVX-512"
+#if defined(__AVX2__)
+                                          : "AVX2";
+#else
+                                          : "SSE2";
+#endif
 inline constexpr int threads = 2;  // every comparison runs on 2 threads (sd, OpenMP, Eigen)
 
 inline benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b,
@@ -77,7 +91,7 @@ class MedianReporter : public benchmark::ConsoleReporter {
 };
 
 inline void print_medians(MedianReporter const& rep) {
-  std::printf("\nmedian real times (%d threads):\n", threads);
+  std::printf("\nmedian real times (%d threads, %s):\n", threads, isa);
   for (auto const& [name, ns] : rep.medians()) std::printf("  %-28s %14.1f ns\n", name.c_str(), ns);
 }
 
@@ -166,6 +180,7 @@ namespace peer {
 // peer_vecmath.cpp (-ffast-math: glibc libmvec exp/tanh)
 void chain(float const* x, float* y, std::int64_t n);  // tanh(x*.5+.25)*sigmoid(x)+x*x*.1-.3
 void softmax_rows(float const* x, float* y, std::int64_t rows, std::int64_t cols);
+void log_softmax_rows(float const* x, float* y, std::int64_t rows, std::int64_t cols);
 // peer_memory.cpp
 void copy(float const* x, float* y, std::int64_t n);         // plain OpenMP copy loop
 void copy_stream(float const* x, float* y, std::int64_t n);  // non-temporal stores

@@ -40,4 +40,23 @@ void softmax_rows(float const* x, float* y, std::int64_t rows, std::int64_t cols
   }
 }
 
+// Two passes over the input and one writing, as one writes it by hand: max, sum of exp (not
+// stored: the output needs x - max - log(sum), not exp), write.
+void log_softmax_rows(float const* x, float* y, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float const* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (std::int64_t j = 0; j < cols; ++j) m = std::max(m, xr[j]);
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
+    float shift = m + std::log(s);
+#pragma omp simd
+    for (std::int64_t j = 0; j < cols; ++j) yr[j] = xr[j] - shift;
+  }
+}
+
 }  // namespace solder_bench::peer
