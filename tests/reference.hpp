@@ -6,6 +6,7 @@
 //   ref::Array        a row-major N-d array of doubles (the reference's only data type)
 //   ref::of(t)        a tensor's logical values (any strides, any dtype) as an Array
 //   ref::map / reduce / permute   NumPy-style broadcasting maps, reductions and permutations
+//   ref::matmul       torch.matmul's rules, with each output's scale for the error bound
 //   ref::check_close  |actual - expected| <= ulps * ulp_T(expected) + abs + scale_eps*eps_T*scale
 //   ref::check_equal  exact equality (integers, bools, comparisons)
 //   ref::uniform<T>   random tensors from a fixed-seed std::mt19937_64 (not solder's RNG)
@@ -157,6 +158,64 @@ inline Array transpose(Array const& a, int d0, int d1) {
   std::iota(p.begin(), p.end(), 0);
   std::swap(p[static_cast<std::size_t>(d0)], p[static_cast<std::size_t>(d1)]);
   return permute(a, p);
+}
+
+// torch.matmul's rules on arrays: vectors, matrices, batches with broadcast batch dims. Also
+// returns the sum of |a||b| of each output's terms (scale): a float dot product of k terms is
+// within k * eps of it (check_close's scale_eps).
+struct Product {
+  Array value, scale;
+};
+inline Product matmul(Array a, Array b) {
+  bool vec_a = a.shape.size() == 1, vec_b = b.shape.size() == 1;
+  if (vec_a) a.shape.insert(a.shape.begin(), 1);
+  if (vec_b) b.shape.push_back(1);
+  std::size_t ra = a.shape.size(), rb = b.shape.size(), R = std::max(ra, rb);
+  std::int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
+  if (b.shape[rb - 2] != k) throw std::runtime_error("ref::matmul: inner dims differ");
+  Shape batch(R - 2, 1);
+  auto merge = [&](Shape const& s) {
+    std::size_t off = R - s.size();
+    for (std::size_t i = 0; i + 2 < s.size(); ++i) {
+      std::int64_t& o = batch[off + i];
+      if (o == 1) o = s[i];
+      else if (s[i] != 1 && s[i] != o) throw std::runtime_error("ref::matmul: batch dims do not broadcast");
+    }
+  };
+  merge(a.shape);
+  merge(b.shape);
+  Shape full = batch;
+  full.push_back(m);
+  full.push_back(n);
+  Product p{Array(full), Array(full)};
+  auto at = [&](Array const& x, Shape const& bi, std::int64_t r, std::int64_t c) {
+    std::size_t xr = x.shape.size(), off = R - xr;
+    Shape idx(xr);
+    for (std::size_t i = 0; i + 2 < xr; ++i) idx[i] = x.shape[i] == 1 ? 0 : bi[off + i];
+    idx[xr - 2] = r;
+    idx[xr - 1] = c;
+    return x.at(idx);
+  };
+  Shape bi(R - 2, 0);
+  std::int64_t o = 0;
+  do {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j, ++o) {
+        double s = 0, sc = 0;
+        for (std::int64_t q = 0; q < k; ++q) {
+          double t = at(a, bi, i, q) * at(b, bi, q, j);
+          s += t;
+          sc += std::fabs(t);
+        }
+        p.value[o] = s;
+        p.scale[o] = sc;
+      }
+  } while (!batch.empty() && next_index(bi, batch));
+  Shape out = batch;  // the vectors' dims dropped, as torch.matmul does
+  if (!vec_a) out.push_back(m);
+  if (!vec_b) out.push_back(n);
+  p.value.shape = p.scale.shape = out;
+  return p;
 }
 
 inline int wrap(int d, int rank) { return d < 0 ? d + rank : d; }

@@ -24,6 +24,7 @@
 #include "expr/reduce.hpp"
 #include "expr/rows.hpp"
 #include "expr/view.hpp"
+#include "expr/contract.hpp"
 
 #include "plan/plan.hpp"
 #include "plan/common_reductions.hpp"

@@ -3,7 +3,7 @@
 #pragma once
 #include "../plan/common_reductions.hpp"
 #include "eval.hpp"
-#include "host/executor.hpp"
+#include "host/contract.hpp"
 
 namespace solder::detail {
 
@@ -44,9 +44,11 @@ void run_kernel(OutTensor& out, N const& root) {
     // have them build a device copy of every evaluator it uses (__host__ __device__), as much
     // as a third of the device build of a .cu file that also computes on the host.
 #if !defined(__CUDA_ARCH__)
-    host::run_kernel(out, root);
+    if constexpr (has_anchor<N>()) host::run_contraction(out, root);
+    else host::run_kernel(out, root);
 #endif
   } else {
+    static_assert(!has_anchor<N>(), "solder: matmul / linear on sd::Cuda tensors: not available yet");
     cuda::run_kernel(out, root);
   }
 }
@@ -81,6 +83,25 @@ bool overlaps(N const& n, OutTensor const& out) {
     unhandled_kind<N>("the alias check");
     return false;
   }
+}
+
+// A contraction's operands are read while the whole output is written: an operand in the
+// output's memory, even its very view, would be overwritten before it is read. (Operands that
+// are expressions are materialized first.)
+template <class C, class OutTensor>
+bool operand_overlaps(C const& c, OutTensor const& out) {
+  if constexpr (C::kind == NodeKind::leaf)
+    return same_storage(c.tensor.storage(), out.storage()) && c.tensor.numel() > 0 && out.numel() > 0;
+  else return false;
+}
+template <class N, class OutTensor>
+bool anchor_overlaps(N const& n, OutTensor const& out) {
+  bool hit = false;
+  if constexpr (has_anchor<N>())
+    with_anchor<N::rank>(n, [&](auto const& a) {
+      hit = operand_overlaps(a.a, out) || operand_overlaps(a.b, out);
+    });
+  return hit;
 }
 
 // A tensor some of whose elements share memory (an expanded view: stride 0 along an axis of
@@ -128,7 +149,7 @@ void assign_node(Dst& dst, N const& node) {
           " into a tensor of shape ", shape_string<R>(dst.shape()));
     check_no_internal_overlap(dst, "assign");
     with_common_reductions(node, [&](N const& n) {
-      if (overlaps<R, false>(n, dst)) {
+      if (overlaps<R, false>(n, dst) || anchor_overlaps(n, dst)) {
         using T = canonical_t<typename N::value_type>;
         BasicTensor<T, dynamic_extents<R>(), Device> tmp(n.shape());
         run_kernel(tmp, n);

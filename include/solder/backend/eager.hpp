@@ -29,7 +29,8 @@ auto eager_node(N const& n) {
     T t = eager_node(*n.input).tensor;
     scope->entries.push_back({n.id, type_key<T>(), std::make_shared<T const>(t)});
     return as_node(t);
-  } else if constexpr (N::kind == NodeKind::map || N::kind == NodeKind::reduce) {
+  } else if constexpr (N::kind == NodeKind::map || N::kind == NodeKind::reduce ||
+                       N::kind == NodeKind::contract) {
     return as_node(eval(eager_children(n, std::make_index_sequence<child_count<N>>{})));
   } else if constexpr (N::kind == NodeKind::view) {
     return as_node(n.apply(eager_node(n.input).tensor));  // a view: no kernel

@@ -226,6 +226,25 @@ LeafEval<T, D> leaf_eval(BasicTensor<T, E, Device> const& t, Index<D> const& dom
   return ev;
 }
 
+// A contraction's output in the kernel that is its epilogue (plan.hpp: has_anchor): the block
+// of it the engine hands over, or all of it where it is broadcast into the kernel. The executor
+// sets the geometry through link() (a setter with tile(TileEval&)): the value at index i is
+// base[dot(i, st) - off], off placing the block's first element.
+template <class T, int D>
+struct TileEval : LeafEval<T, D> {
+  std::int64_t off = 0;
+  SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const& i) {
+    this->lp = this->base + (dot<D>(i, this->st) - off);
+  }
+  SOLDER_HD SOLDER_INLINE T at(Index<D> const& i) const { return this->base[dot<D>(i, this->st) - off]; }
+  void prefetch_line(Index<D> const&, std::int64_t) const {}  // in cache: just computed
+  bool same(TileEval const&) const { return false; }
+  template <class L>
+  void link(L& l) {
+    if constexpr (requires { l.tile(*this); }) l.tile(*this);
+  }
+};
+
 template <class T, int D>
 struct ScalarEval {
   T value;
@@ -477,11 +496,12 @@ struct Materialized {
   }
 };
 
-// A break's tensor: an anchor (a reduction, a shared node's child) already materialized in this
-// assignment is read again.
+// A break's tensor: an anchor (a reduction, a contraction, a shared node's child) already
+// materialized in this assignment is read again.
 template <class N>
 materialized_t<N> materialize_once(N const& n) {
-  if constexpr (N::kind == NodeKind::reduce || N::kind == NodeKind::shared) {
+  if constexpr (N::kind == NodeKind::reduce || N::kind == NodeKind::shared ||
+                N::kind == NodeKind::contract) {
     using T = materialized_t<N>;
     Materialized* scope = Materialized::current();
     if (scope)
@@ -547,13 +567,15 @@ auto make_map_eval(N const& n, Index<D> const& dom, Temps& temps, std::index_seq
 
 // A node's evaluator in a kernel over the index space dom, by the node's kind: breaks and
 // views read a materialized result, leaves and numbers read themselves, maps and fused
-// reductions evaluate their children. Shared: a shared input's use outside the reduction that
+// reductions evaluate their children, the kernel's anchor reads the contraction's blocks. Shared: a shared input's use outside the reduction that
 // folds it, wrapped by make_eval.
 template <int D, bool InReduce, bool Split, class Root, bool Shared, class N>
 auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
   if constexpr (Shared) {
     auto e = make_node_eval<D, InReduce, Split, Root, false>(n, dom, temps);
     return wrap_shared<typename evals_of<Root>::template recall<decltype(e)>>(e);
+  } else if constexpr (is_anchor<N, D, InReduce, Root>()) {
+    return TileEval<typename N::value_type, D>{};
   } else if constexpr (is_break<N, D, InReduce, Split>() || N::kind == NodeKind::shared) {
     return read_materialized<D>(materialize_once(n), dom, temps);
   } else if constexpr (N::kind == NodeKind::leaf) {

@@ -4,7 +4,7 @@
 // node is built, so a bad shape throws at the line that wrote it), a name for explain(), and
 // the three things every walk over an expression reads (DESIGN.md §2, expr/):
 //   kind          NodeKind: what the planner makes of it (leaf, scalar, map, reduce, view,
-//                 shared)
+//                 shared, contract)
 //   child_types   types<C...>: its children, in order; child<I>() returns the I-th
 //   rebuild(c...) the same node over other children (the same op, dims, view; the same id)
 // A walk dispatches on kind and handles every kind it can meet; a kind it does not handle is
@@ -29,6 +29,7 @@ enum class NodeKind {
   reduce,  // a reduction: a kernel anchor with an id (rule 2)
   view,    // a view (reshape, permute, ...) of an expression that holds an anchor
   shared,  // a subexpression used more than once, materialized once (sd::share)
+  contract,  // a matrix product: a kernel anchor with an id whose consumers are its epilogue (rule 3)
 };
 
 template <class... C>
@@ -49,7 +50,7 @@ constexpr void unhandled_kind(char const*) {
                 "node type in the instantiation context)");
 }
 
-// The identity of a kernel anchor (a reduction, a shared subexpression) across the copies of
+// The identity of a kernel anchor (a reduction, a contraction, a shared subexpression) across the copies of
 // the expressions that hold it: one node used twice is computed once (rule 4).
 inline std::uint64_t next_node_id() {
   static std::atomic<std::uint64_t> n{0};

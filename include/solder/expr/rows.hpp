@@ -39,15 +39,17 @@ constexpr bool is_last_dim() {
 
 // softmax(x, dim) = exp(x - max) / sum(exp(x - max)): the max keeps exp from overflowing.
 template <Lazy X>
-auto softmax(X const& x, std::int64_t dim) {
-  dim = detail::row_dim(x, dim, "softmax");
+auto softmax(X const& in, std::int64_t dim) {
+  dim = detail::row_dim(in, dim, "softmax");
+  decltype(auto) x = detail::read_twice(in);
   auto shifted = exp(x - detail::row_max(x, dim));
   return shifted * (1.f / sum(shifted, dim, keepdim));
 }
 
 template <Lazy X>
-auto log_softmax(X const& x, std::int64_t dim) {
-  dim = detail::row_dim(x, dim, "log_softmax");
+auto log_softmax(X const& in, std::int64_t dim) {
+  dim = detail::row_dim(in, dim, "log_softmax");
+  decltype(auto) x = detail::read_twice(in);
   auto shifted = x - detail::row_max(x, dim);
   return shifted - log(sum(exp(shifted), dim, keepdim));
 }
@@ -55,14 +57,16 @@ auto log_softmax(X const& x, std::int64_t dim) {
 // softmax<Dim>(x), log_softmax<Dim>(x): the dim known at compile time. Over the last dim the
 // kernel needs no run-time break variant: less to compile, the same code run.
 template <int Dim, Lazy X>
-auto softmax(X const& x) {
+auto softmax(X const& in) {
   constexpr bool last = detail::is_last_dim<Dim, X>();
+  decltype(auto) x = detail::read_twice(in);
   auto shifted = exp(x - detail::row_max<last>(x, Dim));
   return shifted * (1.f / sum<Dim>(shifted, keepdim));
 }
 template <int Dim, Lazy X>
-auto log_softmax(X const& x) {
+auto log_softmax(X const& in) {
   constexpr bool last = detail::is_last_dim<Dim, X>();
+  decltype(auto) x = detail::read_twice(in);
   auto shifted = x - detail::row_max<last>(x, Dim);
   return shifted - log(sum<Dim>(exp(shifted), keepdim));
 }
@@ -71,7 +75,8 @@ auto log_softmax(X const& x) {
 // over an empty dim (0 / 0), and where n <= correction.
 namespace detail {
 template <bool Keep, class X, std::size_t N>
-auto variance(X const& x, std::array<std::int64_t, N> const& dims, double correction) {
+auto variance(X const& in, std::array<std::int64_t, N> const& dims, double correction) {
+  decltype(auto) x = read_twice(in);
   auto centered = x - make_reduce<ops::Mean, true>(x, dims);
   auto sq = make_reduce<ops::Sum, Keep>(centered * centered, dims);
   using T = typename decltype(sq)::value_type;
@@ -131,13 +136,14 @@ void check_normalized(char const* op, char const* param, X const& x, P const& p)
 // layer_norm over the trailing dims that gamma and beta cover (torch.nn.functional.layer_norm
 // with normalized_shape = gamma.shape): biased variance, as PyTorch.
 template <Lazy X, Lazy G, Lazy B>
-auto layer_norm(X const& x, G const& gamma, B const& beta, double eps = 1e-5) {
+auto layer_norm(X const& in, G const& gamma, B const& beta, double eps = 1e-5) {
   constexpr int K = node_t<G>::rank;
   using T = typename node_t<X>::value_type;
   static_assert(is_floating_v<T>, "solder: layer_norm: the input must be floating point");
   static_assert(node_t<B>::rank == K, "solder: layer_norm: gamma and beta must have the same rank");
-  detail::check_normalized("layer_norm", "gamma", x, gamma);
-  detail::check_normalized("layer_norm", "beta", x, beta);
+  detail::check_normalized("layer_norm", "gamma", in, gamma);
+  detail::check_normalized("layer_norm", "beta", in, beta);
+  decltype(auto) x = detail::read_twice(in);
   auto mu = detail::make_reduce<ops::Mean, true>(x, detail::trailing_dims<K>(), std::true_type{});
   auto centered = x - mu;
   auto v = detail::make_reduce<ops::Mean, true>(centered * centered, detail::trailing_dims<K>(),
@@ -148,12 +154,13 @@ auto layer_norm(X const& x, G const& gamma, B const& beta, double eps = 1e-5) {
 // rms_norm(x, gamma, eps) = x / sqrt(mean(x^2) + eps) * gamma over gamma's trailing dims;
 // eps defaults to the dtype's epsilon, as torch.nn.functional.rms_norm.
 template <Lazy X, Lazy G>
-auto rms_norm(X const& x, G const& gamma,
+auto rms_norm(X const& in, G const& gamma,
               double eps = std::numeric_limits<typename node_t<X>::value_type>::epsilon()) {
   constexpr int K = node_t<G>::rank;
   using T = typename node_t<X>::value_type;
   static_assert(is_floating_v<T>, "solder: rms_norm: the input must be floating point");
-  detail::check_normalized("rms_norm", "gamma", x, gamma);
+  detail::check_normalized("rms_norm", "gamma", in, gamma);
+  decltype(auto) x = detail::read_twice(in);
   auto ms = detail::make_reduce<ops::Mean, true>(x * x, detail::trailing_dims<K>(), std::true_type{});
   return x * rsqrt(ms + static_cast<compute_t<T>>(eps)) * gamma;
 }

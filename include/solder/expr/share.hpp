@@ -47,8 +47,8 @@ struct Shared : detail::ExprTag {
 
 namespace detail {
 
-// Nodes a kernel would fuse for N: its maps and reductions, not those behind a Shared node or a
-// view (kernels of their own). (A tree count: a subexpression written twice counts twice.)
+// Nodes a kernel would fuse for N: its maps, reductions and contraction, not those behind a
+// Shared node or a view, or a contraction's operands (kernels of their own). (A tree count: a subexpression written twice counts twice.)
 template <class N>
 constexpr int fused_size();
 template <class... C>
@@ -59,6 +59,8 @@ template <class N>
 constexpr int fused_size() {
   if constexpr (N::kind == NodeKind::map || N::kind == NodeKind::reduce)
     return 1 + fused_size_all(typename N::child_types{});
+  else if constexpr (N::kind == NodeKind::contract)
+    return 1;  // its operands are read from memory
   else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar ||
                      N::kind == NodeKind::view || N::kind == NodeKind::shared)
     return 0;
@@ -81,7 +83,7 @@ constexpr bool elementwise_only() {
   if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar) return true;
   else if constexpr (N::kind == NodeKind::map) return elementwise_children(typename N::child_types{});
   else if constexpr (N::kind == NodeKind::reduce || N::kind == NodeKind::view ||
-                     N::kind == NodeKind::shared)
+                     N::kind == NodeKind::shared || N::kind == NodeKind::contract)
     return false;
   else return unhandled_kind<N>("elementwise_only"), false;
 }
@@ -101,6 +103,20 @@ auto const& stored(N const& n) {
   else return n;
 }
 
+// Whether N holds a contraction other than behind a shared node.
+template <class N>
+constexpr bool holds_contraction();
+template <class... C>
+constexpr bool holds_contraction_in(types<C...>) {
+  return (false || ... || holds_contraction<C>());
+}
+template <class N>
+constexpr bool holds_contraction() {
+  if constexpr (N::kind == NodeKind::contract) return true;
+  else if constexpr (N::kind == NodeKind::shared) return false;
+  else return holds_contraction_in(typename N::child_types{});
+}
+
 }  // namespace detail
 
 template <Lazy X>
@@ -113,5 +129,16 @@ auto share(X const& x) {
   else
     return Shared<N>(as_node(x), "it is shared (sd::share): computed once, read by every use");
 }
+
+namespace detail {
+// The input of an op that reads it more than once (softmax, var, layer_norm): shared when it
+// holds a contraction, which is never computed twice (rule 4); anything else fuses into each
+// read, as it did.
+template <class X>
+decltype(auto) read_twice(X const& x) {
+  if constexpr (holds_contraction<node_t<X>>()) return share(x);
+  else return (x);
+}
+}  // namespace detail
 
 }  // namespace solder

@@ -36,7 +36,7 @@ bool same_value(N const& a, N const& b) {
     return a.id == b.id || (a.axes == b.axes && same_value(a.input, b.input));
   } else if constexpr (N::kind == NodeKind::view) {
     return false;  // its function's arguments cannot be compared: never merged
-  } else if constexpr (N::kind == NodeKind::shared) {
+  } else if constexpr (N::kind == NodeKind::shared || N::kind == NodeKind::contract) {
     return a.id == b.id;
   } else {
     unhandled_kind<N>("common reductions");

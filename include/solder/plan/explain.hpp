@@ -20,6 +20,7 @@ struct KernelInfo {
   std::string kind, shape, dtype, expr, reason, shared;
   std::string split_reason;  // why its reductions run as kernels of their own (run-time break)
   int fused = 0;
+  bool anchored = false;  // the kernel is a contraction, the rest its epilogue (has_anchor)
   std::int64_t read = 0, written = 0;
   std::set<void const*> inputs;  // counted once per kernel however often they are used
   std::map<std::uint64_t, int> reductions;  // reduce id -> label number, for reuse (rule 4)
@@ -75,6 +76,8 @@ void describe_children(N const& n, Explainer& x, KernelInfo& k, int cl, int id, 
 // read back from the kernel that produced it. Returns its text and its dot node.
 template <int D, bool InReduce, bool Split, class N>
 std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, int cl) {
+  if constexpr (N::kind == NodeKind::contract && !InReduce && N::rank == D)
+    if (k.anchored) return describe_node<D, InReduce, Split>(n, x, k, cl);
   if constexpr (is_break<N, D, InReduce, Split>()) {
     // A reduction that several breaks read is materialized once (backend/eval.hpp).
     auto made = x.materialized.find(n.id);
@@ -82,7 +85,7 @@ std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, in
     if (made != x.materialized.end()) {
       producer = made->second;
     } else {
-      producer = plan_kernel(n, x, Split ? std::string(N::name()) + ": " + k.split_reason + " (run-time break)"
+      producer = plan_kernel(n, x, Split ? n.name() + ": " + k.split_reason + " (run-time break)"
                                          : break_reason<N, D, InReduce>());
       x.materialized[n.id] = producer;
     }
@@ -137,6 +140,16 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
     k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
     std::string s = n.name() + "(#" + std::to_string(producer) + ")";
     return {s, x.node(s, cl)};
+  } else if constexpr (N::kind == NodeKind::contract) {
+    // The kernel's anchor: its operands come from memory, produced first where they are
+    // expressions; the kernel's rest runs on each block of its result.
+    ++k.fused;
+    int id = x.node(n.name(), cl);
+    std::string text = n.name() + "(";
+    auto a = describe_operand(n.a, x, k, cl), b = describe_operand(n.b, x, k, cl);
+    x.edge(a.second, id);
+    x.edge(b.second, id);
+    return {text + a.first + ", " + b.first + ")", id};
   } else if constexpr (N::kind == NodeKind::shared) {
     // Materialized once, by the kernels of its child, however often it is read.
     auto made = x.materialized.find(n.id);
@@ -152,6 +165,26 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
   }
 }
 
+// An operand of a kernel's anchor, read from memory: a tensor, a view of or a shared node's
+// materialized result, or an expression materialized by kernels of its own first.
+template <class C>
+std::pair<std::string, int> describe_operand(C const& c, Explainer& x, KernelInfo& k, int cl) {
+  if constexpr (C::kind == NodeKind::leaf || C::kind == NodeKind::view || C::kind == NodeKind::shared) {
+    return describe_node<C::rank, false, false>(c, x, k, cl);
+  } else {
+    int producer = 0;
+    char const* why = "an operand of a contraction is read from memory";
+    if constexpr (requires { c.id; }) {  // an anchor read twice is materialized once
+      auto made = x.materialized.find(c.id);
+      producer = made != x.materialized.end() ? made->second : (x.materialized[c.id] = plan_kernel(c, x, why));
+    } else {
+      producer = plan_kernel(c, x, why);
+    }
+    k.read += numel_of<C::rank>(c.shape()) * static_cast<std::int64_t>(sizeof(typename C::value_type));
+    return {"#" + std::to_string(producer), x.node("kernel " + std::to_string(producer) + " result", cl)};
+  }
+}
+
 // Kernels are numbered in the order they run: producers (breaks) before their consumer.
 template <class N>
 int plan_kernel(N const& n, Explainer& x, std::string reason) {
@@ -163,14 +196,25 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   RunTimeBreak const split = config.split;
   Lines<D> const& lines = config.lines;
   bool agree = split == RunTimeBreak::none;
-  k.split_reason =
-      split == RunTimeBreak::disagree
-          ? "the kernel's reductions are broadcast along different dims for these shapes"
-      : split == RunTimeBreak::leading_dims
-          ? "the kernel's reductions fold leading dims: on their own they read rows, not "
-            "strided columns"
-          : "the kernel has few lines over a long input: on the GPU each reduction runs on "
-            "its own, over all of the GPU";
+  k.anchored = has_anchor<N>() && agree;
+  switch (split) {
+    case RunTimeBreak::disagree:
+      k.split_reason = "the kernel's reductions are broadcast along different dims for these shapes";
+      break;
+    case RunTimeBreak::leading_dims:
+      k.split_reason = "the kernel's reductions fold leading dims: on their own they read rows, not "
+                       "strided columns";
+      break;
+    case RunTimeBreak::few_long_lines:
+      k.split_reason = "the kernel has few lines over a long input: on the GPU each reduction runs "
+                       "on its own, over all of the GPU";
+      break;
+    case RunTimeBreak::broadcast_anchor:
+      k.split_reason = "its result is broadcast in its epilogue for these shapes: stored first";
+      break;
+    case RunTimeBreak::none:
+      break;
+  }
   k.expr = agree ? describe_node<D, false, false>(n, x, k, cl).first
                  : describe_node<D, false, true>(n, x, k, cl).first;
   k.shape = shape_string<D>(n.shape());
@@ -189,6 +233,8 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
     for (int a = 0; a < D; ++a)
       if (lines.axis[a]) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
     k.kind = "row kernel (reductions broadcast along dim " + axes + ")";
+  } else if (k.anchored) {
+    k.kind = "contraction kernel (the element-wise rest is its epilogue)";
   } else {
     k.kind = reduces ? "reduction kernel" : "element-wise kernel";
   }

@@ -30,16 +30,26 @@ void const* type_key() {
 //
 // Split: the run-time fallback when shapes keep fused reductions from sharing lines (see
 // plan_lines) — every reduction below the kernel's root becomes a kernel of its own.
+//
+// Rule 3: a contraction is a break everywhere but in the one kernel it anchors (has_anchor): a
+// kernel with no fused reduction and exactly one contraction of its rank on its output path
+// runs as that contraction, with the rest of the kernel as its epilogue. The walks below treat
+// every contraction as a break; the anchor's kernel is its own (kernels_of, make_eval, explain).
 template <class N, int D, bool InReduce, bool Split = false>
 constexpr bool is_break() {
   if constexpr (N::kind == NodeKind::reduce)
     return Split || (InReduce ? !(N::keepdim && N::rank == D) : N::rank != D);
-  else return false;
+  else return N::kind == NodeKind::contract;
 }
 
 template <class N, int D, bool InReduce>
 std::string break_reason() {
-  if constexpr (InReduce)
+  if constexpr (N::kind == NodeKind::contract)
+    return std::string("the contraction's result is ") +
+           (InReduce ? "reduced" : N::rank != D ? "broadcast into a kernel of higher rank"
+                                                : "read by a kernel with a reduction or another contraction") +
+           ": it is stored first (only element-wise maths runs as its epilogue)";
+  else if constexpr (InReduce)
     return std::string(N::name()) +
            " inside another reduction's input is not keepdim over the same index space";
   else
@@ -57,12 +67,72 @@ constexpr int kernels_below_all(types<C...>) {
   return (0 + ... + kernels_below<C, D, InReduce>());
 }
 
-// The kernels of N evaluated on its own (as the root of an assignment or as a break).
+// Whether a reduction is fused below N (N evaluated in an index space of rank D).
+template <class N, int D, bool InReduce>
+constexpr bool has_fused_reduce();
+template <int D, bool InReduce, class... C>
+constexpr bool has_fused_reduce_any(types<C...>) {
+  return (false || ... || has_fused_reduce<C, D, InReduce>());
+}
+template <class N, int D, bool InReduce>
+constexpr bool has_fused_reduce() {
+  if constexpr (is_break<N, D, InReduce>()) return false;
+  else if constexpr (N::kind == NodeKind::reduce) return true;
+  else if constexpr (N::kind == NodeKind::map)
+    return has_fused_reduce_any<D, InReduce>(typename N::child_types{});
+  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar ||
+                     N::kind == NodeKind::view || N::kind == NodeKind::shared)
+    return false;
+  else return unhandled_kind<N>("has_fused_reduce"), false;
+}
+
+// The contractions of rank D on N's output path (N itself, or below it through maps).
+template <class N, int D>
+constexpr int anchors_on_path();
+template <int D, class... C>
+constexpr int anchors_on_path_all(types<C...>) {
+  return (0 + ... + anchors_on_path<C, D>());
+}
+template <class N, int D>
+constexpr int anchors_on_path() {
+  if constexpr (N::kind == NodeKind::contract) return N::rank == D ? 1 : 0;
+  else if constexpr (N::kind == NodeKind::map) return anchors_on_path_all<D>(typename N::child_types{});
+  else return 0;
+}
+// Whether the kernel rooted at N is a contraction with N's element-wise rest as its epilogue.
+template <class N>
+constexpr bool has_anchor() {
+  if constexpr (N::kind == NodeKind::reduce) return false;
+  else return !has_fused_reduce<N, N::rank, false>() && anchors_on_path<N, N::rank>() == 1;
+}
+
+// Whether N, met at that place of the kernel rooted at Root, is the kernel's anchor.
+template <class N, int D, bool InReduce, class Root>
+constexpr bool is_anchor() {
+  if constexpr (N::kind != NodeKind::contract || InReduce || std::is_void_v<Root>) return false;
+  else return has_anchor<Root>() && N::rank == D;
+}
+
+template <class N>
+constexpr int kernels_of();
+// Kernels that put an operand of a contraction in memory: none for a tensor or a shared node
+// (whose kernels are counted apart), its child's for a view (taken of the result, no copy).
+template <class C>
+constexpr int operand_kernels() {
+  if constexpr (C::kind == NodeKind::leaf || C::kind == NodeKind::shared) return 0;
+  else if constexpr (C::kind == NodeKind::view) return kernels_of<child_t<C>>();
+  else return kernels_of<C>();
+}
+
+// The kernels of N evaluated on its own (as the root of an assignment or as a break). A kernel
+// with an anchor is that contraction's kernel: it is counted once.
 template <class N>
 constexpr int kernels_of() {
   if constexpr (N::kind == NodeKind::reduce)
     return 1 + kernels_below<child_t<N>, child_t<N>::rank, true>();
-  else return 1 + kernels_below<N, N::rank, false>();
+  else if constexpr (N::kind == NodeKind::contract)
+    return 1 + operand_kernels<child_t<N, 0>>() + operand_kernels<child_t<N, 1>>();
+  else return 1 + kernels_below<N, N::rank, false>() - (has_anchor<N>() ? 1 : 0);
 }
 
 template <class N, int D, bool InReduce>
@@ -148,7 +218,8 @@ constexpr int eager_kernels_all(types<C...>) {
 template <class N>
 constexpr int eager_kernels() {  // (a shared node's, once: eager_assignment_kernels)
   if constexpr (N::kind == NodeKind::shared) return 0;
-  constexpr int own = N::kind == NodeKind::map || N::kind == NodeKind::reduce ? 1 : 0;
+  constexpr int own =
+      N::kind == NodeKind::map || N::kind == NodeKind::reduce || N::kind == NodeKind::contract ? 1 : 0;
   return own + eager_kernels_all(typename N::child_types{});
 }
 template <class... S>
@@ -187,7 +258,7 @@ constexpr bool on_output_path() {
   else if constexpr (M::kind == NodeKind::map) return on_output_path_any<N>(typename M::child_types{});
   else if constexpr (M::kind == NodeKind::leaf || M::kind == NodeKind::scalar ||
                      M::kind == NodeKind::reduce || M::kind == NodeKind::view ||
-                     M::kind == NodeKind::shared)
+                     M::kind == NodeKind::shared || M::kind == NodeKind::contract)
     return false;
   else return unhandled_kind<M>("on_output_path"), false;
 }
@@ -203,28 +274,10 @@ constexpr bool folded_on_path() {
   else if constexpr (M::kind == NodeKind::reduce)
     return !is_break<M, D, false>() && std::is_same_v<child_t<M>, N>;
   else if constexpr (M::kind == NodeKind::leaf || M::kind == NodeKind::scalar ||
-                     M::kind == NodeKind::view || M::kind == NodeKind::shared)
+                     M::kind == NodeKind::view || M::kind == NodeKind::shared ||
+                     M::kind == NodeKind::contract)
     return false;
   else return unhandled_kind<M>("folded_on_path"), false;
-}
-
-// Whether a reduction is fused below N (N evaluated in an index space of rank D).
-template <class N, int D, bool InReduce>
-constexpr bool has_fused_reduce();
-template <int D, bool InReduce, class... C>
-constexpr bool has_fused_reduce_any(types<C...>) {
-  return (false || ... || has_fused_reduce<C, D, InReduce>());
-}
-template <class N, int D, bool InReduce>
-constexpr bool has_fused_reduce() {
-  if constexpr (is_break<N, D, InReduce>()) return false;
-  else if constexpr (N::kind == NodeKind::reduce) return true;
-  else if constexpr (N::kind == NodeKind::map)
-    return has_fused_reduce_any<D, InReduce>(typename N::child_types{});
-  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar ||
-                     N::kind == NodeKind::view || N::kind == NodeKind::shared)
-    return false;
-  else return unhandled_kind<N>("has_fused_reduce"), false;
 }
 
 // Element-wise values that a kernel would compute twice: a map node that a fused reduction on
@@ -246,8 +299,10 @@ constexpr bool shared_input() {  // floating point: what is worth keeping (exp, 
   }
 }
 
+// The root type that make_eval is told of (void: none needed): a kernel with a fused reduction
+// (its shared inputs) or with an anchor (the contraction its epilogue reads).
 template <class N, int D>
-using shared_root = std::conditional_t<has_fused_reduce<N, D, false>(), N, void>;
+using shared_root = std::conditional_t<has_fused_reduce<N, D, false>() || has_anchor<N>(), N, void>;
 
 // Visits the shared inputs on the output path of the kernel rooted at Root.
 template <int D, class Root, class N, class F>
@@ -329,6 +384,9 @@ enum class RunTimeBreak {
   leading_dims,
   // a rule of the kernel's device (device_rules: the GPU's few long lines, backend/cuda)
   few_long_lines,
+  // the anchor's result is broadcast in its epilogue ([1, N] into [M, N]): the contraction is
+  // stored first, and the element-wise rest reads it
+  broadcast_anchor,
 };
 
 // A device's own reasons to break a kernel at run time: none unless its backend says
@@ -442,12 +500,26 @@ struct KernelConfig {
   std::int64_t work = 0;  // values read: the output's, or the largest fused reduction input's
 };
 
+// f(anchor) for the contraction a kernel with an anchor is (plan.hpp: has_anchor).
+template <int D, class N, class F>
+void with_anchor(N const& n, F&& f) {
+  if constexpr (N::kind == NodeKind::contract) {
+    if constexpr (N::rank == D) f(n);
+  } else if constexpr (N::kind == NodeKind::map) {
+    for_each_child(n, [&](auto const& c) -> void { with_anchor<D>(c, f); });
+  }
+}
+
 template <class N>
 KernelConfig<N::rank> configure(N const& root) {
   constexpr int D = N::rank;
   KernelConfig<D> c;
   c.lines = plan_lines<D, false>(root, root.shape(), c.split);
   c.work = numel_of<D>(root.shape());
+  if constexpr (has_anchor<N>())
+    with_anchor<D>(root, [&](auto const& a) {
+      if (!same_index<D>(a.shape(), root.shape())) c.split = RunTimeBreak::broadcast_anchor;
+    });
   if constexpr (N::kind == NodeKind::reduce) {
     c.work = numel_of<child_t<N>::rank>(root.input.shape());
   } else if (c.split == RunTimeBreak::none) {

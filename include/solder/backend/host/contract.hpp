@@ -1,0 +1,185 @@
+// The host executor of a kernel anchored by a contraction (plan.hpp: has_anchor): the GEMM
+// engine (gemm.hpp) computes the product, and each finished block of it runs through the
+// kernel's element-wise rest (its epilogue) straight into the output: relu(x @ w + b) stores
+// once, from the cache. The epilogue is a function of the kernel's type; the engine's loops
+// are not, so a new epilogue compiles only itself.
+#pragma once
+#include "executor.hpp"
+#include "gemm.hpp"
+
+namespace solder::detail::host {
+
+// An operand of a contraction in memory: a tensor as it is, a view of its child's result (no
+// copy), anything else materialized (its own kernels).
+template <class C>
+auto in_memory(C const& c) {
+  if constexpr (C::kind == NodeKind::leaf) return c.tensor;
+  else if constexpr (C::kind == NodeKind::view) return c.apply(materialize_once(c.input));
+  else return materialize_once(c);
+}
+
+// Where the product's dims lie: M and N in the output (axes row and col, -1 where an operand is
+// a vector), the batch dims before them, and each operand's strides along them.
+template <int D>
+struct ProductLayout {
+  std::int64_t m = 1, n = 1, k = 1, batch = 1;
+  int batch_dims = 0, row = -1, col = -1;
+  std::int64_t a_rs = 0, a_cs = 0, b_rs = 0, b_cs = 0;
+  Index<D> a_bs{}, b_bs{};  // per output batch axis, 0 where broadcast
+  Index<D> shape{};
+
+  template <class TA, class TB>
+  ProductLayout(TA const& a, TB const& b, Index<D> const& out) : shape(out) {
+    constexpr int RA = TA::rank, RB = TB::rank;
+    auto const &sa = a.shape(), &ta = a.strides(), &sb = b.shape(), &tb = b.strides();
+    batch_dims = D - (RA > 1) - (RB > 1);
+    k = sa[RA - 1];
+    a_cs = ta[RA - 1];
+    b_rs = tb[RB > 1 ? RB - 2 : 0];
+    if constexpr (RA > 1) m = sa[RA - 2], a_rs = ta[RA - 2], row = batch_dims;
+    if constexpr (RB > 1) n = sb[RB - 1], b_cs = tb[RB - 1], col = D - 1;
+    for (int i = 0; i < batch_dims; ++i) {
+      batch *= out[i];
+      int ia = i - (batch_dims - (RA - 2)), ib = i - (batch_dims - (RB - 2));
+      if (RA > 2 && ia >= 0 && sa[ia] != 1) a_bs[i] = ta[ia];
+      if (RB > 2 && ib >= 0 && sb[ib] != 1) b_bs[i] = tb[ib];
+    }
+  }
+  // Unravels batch number b into the output's batch axes of idx.
+  void batch_index(std::int64_t b, Index<D>& idx) const {
+    for (int i = batch_dims - 1; i >= 0; --i) idx[i] = b % shape[i], b /= shape[i];
+  }
+  // The operands' offsets for batch number b.
+  std::array<std::int64_t, 2> offsets(std::int64_t b) const {
+    Index<D> idx{};
+    batch_index(b, idx);
+    std::int64_t oa = 0, ob = 0;
+    for (int i = 0; i < batch_dims; ++i) oa += idx[i] * a_bs[i], ob += idx[i] * b_bs[i];
+    return {oa, ob};
+  }
+  // Whether batch b starts at b times batch 1's offsets for both operands: one engine call.
+  bool batch_linear() const {
+    auto const one = offsets(1);
+    for (std::int64_t b = 2; b < batch; ++b) {
+      auto const o = offsets(b);
+      if (o[0] != b * one[0] || o[1] != b * one[1]) return false;
+    }
+    return true;
+  }
+};
+
+// Places the anchor's TileEval on a block of the product: c[r * ldc + q] holds the product at
+// (row origin[row] + r, col origin[col] + q) of the batch in origin.
+template <class T, int D>
+struct BlockSetter {
+  T const* c;
+  std::int64_t ldc;
+  int row, col;
+  Index<D> const& origin;
+  void tile(TileEval<T, D>& t) const {
+    t.base = c;
+    t.st = {};
+    if (row >= 0) t.st[row] = ldc;
+    if (col >= 0) t.st[col] = 1;
+    t.step = 1;
+    t.off = dot<D>(origin, t.st);
+  }
+};
+// Places it on the whole product, stored: read as any tensor broadcast into the kernel.
+template <class T, int D>
+struct StoredSetter {
+  LeafEval<T, D> leaf;
+  void tile(TileEval<T, D>& t) const {
+    static_cast<LeafEval<T, D>&>(t) = leaf;
+    t.off = 0;
+  }
+};
+
+template <class Ev, class OutT, int D>
+struct EpilogueRun {
+  Ev const* ev;
+  OutT* out;
+  Index<D> ost;
+  ProductLayout<D> const* layout;
+  std::int64_t b0;  // the batch number of the engine's batch 0
+  bool lines;       // rows of a block are written as contiguous runs (write_run)
+};
+
+// The epilogue the engine calls with each finished block: the kernel's expression over it,
+// stored into the output a row of the block at a time.
+template <class Ev, class OutT, class T, int D>
+void store_block(void* ctx, std::int64_t b, std::int64_t i0, std::int64_t j0, std::int64_t mt,
+                 std::int64_t nt, T const* c, std::int64_t ldc) {
+  auto const& r = *static_cast<EpilogueRun<Ev, OutT, D> const*>(ctx);
+  auto const& l = *r.layout;
+  Index<D> idx{};
+  l.batch_index(r.b0 + b, idx);
+  if (l.row >= 0) idx[l.row] = i0;
+  if (l.col >= 0) idx[l.col] = j0;
+  Ev e = *r.ev;
+  BlockSetter<T, D> block{c, ldc, l.row, l.col, idx};
+  e.link(block);
+  for (std::int64_t i = 0; i < mt; ++i) {
+    if (l.row >= 0) idx[l.row] = i0 + i;
+    if (r.lines) {
+      idx[l.col] = j0;
+      e.begin_line(idx);
+      write_run<Read::plain>(r.out + dot<D>(idx, r.ost), e, 0, nt);
+    } else {
+      for (std::int64_t q = 0; q < nt; ++q) {
+        if (l.col >= 0) idx[l.col] = j0 + q;
+        r.out[dot<D>(idx, r.ost)] = static_cast<OutT>(e.at(idx));
+      }
+    }
+  }
+}
+
+// Runs the kernel rooted at `root`, whose anchor is a contraction, into `out`.
+template <class OutTensor, class N>
+void run_contraction(OutTensor& out, N const& root) {
+  constexpr int D = N::rank;
+  using OutT = typename OutTensor::value_type;
+  Index<D> const& dom = out.shape();
+  KernelConfig<D> const config = configure(root);
+  Temps temps;
+  auto ev = make_eval<D, false, false, N>(root, dom, temps);
+  with_anchor<D>(root, [&](auto const& anchor) {
+    using T = typename std::remove_cvref_t<decltype(anchor)>::value_type;
+    using Ev = decltype(ev);
+    if (config.split == RunTimeBreak::broadcast_anchor) {  // stored, then read as a tensor
+      auto const product = materialize_once(anchor);
+      StoredSetter<T, D> stored{leaf_eval<D>(product, dom)};
+      ev.link(stored);
+      run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);
+      return;
+    }
+    auto const a = in_memory(anchor.a);
+    auto const b = in_memory(anchor.b);
+    ProductLayout<D> const l(a, b, dom);
+    Index<D> const zero{};
+    BlockSetter<T, D> strides{nullptr, 0, l.row, l.col, zero};  // for the check below
+    ev.link(strides);
+    bool const lines = l.col >= 0 && l.col == D - 1 && (dom[D - 1] == 1 || out.strides()[D - 1] == 1) &&
+                       ev.contiguous(D - 1, dom);
+    EpilogueRun<Ev, OutT, D> run{&ev, out.data(), out.strides(), &l, 0, lines};
+    gemm::Epilogue<T> const epilogue{&store_block<Ev, OutT, T, D>, &run};
+    gemm::Problem p{l.batch, l.m, l.n, l.k};
+    if (l.batch == 1 || l.batch_linear()) {
+      auto const one = l.batch > 1 ? l.offsets(1) : std::array<std::int64_t, 2>{};
+      gemm::Left<T> left;
+      left.memory = {a.data(), l.a_rs, l.a_cs, one[0]};
+      gemm::run<T>(p, left, {b.data(), l.b_rs, l.b_cs, one[1]}, epilogue);
+      return;
+    }
+    p.batch = 1;  // batch dims that do not flatten to one stride: one call per batch
+    for (std::int64_t bi = 0; bi < l.batch; ++bi) {
+      auto const o = l.offsets(bi);
+      run.b0 = bi;
+      gemm::Left<T> left;
+      left.memory = {a.data() + o[0], l.a_rs, l.a_cs, 0};
+      gemm::run<T>(p, left, {b.data() + o[1], l.b_rs, l.b_cs, 0}, epilogue);
+    }
+  });
+}
+
+}  // namespace solder::detail::host
