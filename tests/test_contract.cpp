@@ -182,10 +182,29 @@ TEST_CASE("contractions that cannot be an epilogue's anchor are stored first", "
   for (int i = 0; i < 40; ++i) expect += p.value[i] + ref::of(d)[i];
   CHECK(run_counted(total).item() == Approx(expect).epsilon(1e-5));
 
-  // An operand that is an expression is materialized first (no prologue fusion yet).
-  auto pro = sd::matmul(sd::gelu(a), b);
-  static_assert(sd::kernel_count<decltype(pro)> == 2);
-  run_counted(pro);
+  // An element-wise left operand is computed while the engine packs it (prologue); a right
+  // one, or a left one that holds a reduction, is materialized first.
+  auto gelu = [](Array const& v) {
+    return ref::map([](double t) { return 0.5 * t * (1 + std::erf(t / std::sqrt(2.0))); }, v);
+  };
+  auto pro = sd::relu(sd::matmul(sd::gelu(a * 2.f), b));
+  static_assert(sd::kernel_count<decltype(pro)> == 1);
+  auto pg = ref::matmul(gelu(ref::map([](double v) { return 2 * v; }, A)), B);
+  ref::check_close(run_counted(pro), relu(pg.value), ref::Tol{4, 0, 10}, "relu(gelu(2a) @ b)", &pg.scale);
+  auto right = sd::matmul(a, sd::gelu(b));
+  static_assert(sd::kernel_count<decltype(right)> == 2);
+  check_product(run_counted(right), ref::matmul(A, gelu(B)), 6, "a @ gelu(b)");
+  auto l4 = ref::uniform<float>(-1, 1, 3, 1, 4, 6);
+  auto r3 = ref::uniform<float>(-1, 1, 2, 6, 5);
+  auto batched = sd::matmul(sd::exp(l4), r3);
+  static_assert(sd::kernel_count<decltype(batched)> == 1);
+  auto bb = run_counted(batched);
+  REQUIRE(bb.shape() == sd::Index<4>{3, 2, 4, 5});
+  auto bp = ref::matmul(ref::map([](double v) { return std::exp(v); }, ref::of(l4)), ref::of(r3));
+  check_product(bb, bp, 6, "exp(l) batched, broadcast over the right's batch");
+  auto reduced = sd::matmul(sd::softmax(a, -1), b);
+  static_assert(sd::kernel_count<decltype(reduced)> == 2);
+  run_counted(reduced);
 
   // A view of an epilogue: the kernel, then the view of its result.
   auto data = ref::uniform<float>(-1, 1, 10, 6);

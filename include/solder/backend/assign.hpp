@@ -87,11 +87,13 @@ bool overlaps(N const& n, OutTensor const& out) {
 
 // A contraction's operands are read while the whole output is written: an operand in the
 // output's memory, even its very view, would be overwritten before it is read. (Operands that
-// are expressions are materialized first.)
+// are other expressions than element-wise ones, fused as a prologue, are materialized first.)
 template <class C, class OutTensor>
 bool operand_overlaps(C const& c, OutTensor const& out) {
   if constexpr (C::kind == NodeKind::leaf)
     return same_storage(c.tensor.storage(), out.storage()) && c.tensor.numel() > 0 && out.numel() > 0;
+  else if constexpr (C::kind == NodeKind::map)
+    return any_child(c, [&](auto const& x) -> bool { return operand_overlaps(x, out); });
   else return false;
 }
 template <class N, class OutTensor>
@@ -122,6 +124,24 @@ template <class To, class From>
 constexpr bool can_store = category<From> <= category<To>;
 
 template <class Dst, class N>
+void assign_node(Dst& dst, N const& node);
+
+// A view that only regroups its child's elements in their order (squeeze, unsqueeze, flatten,
+// reshape, view) into a contiguous tensor: the child is written into the tensor seen with the
+// child's shape, by the child's kernels, with no copy after them. False: not such a case.
+template <class Dst, class N>
+bool store_through_view(Dst& dst, N const& n) {
+  if constexpr (keeps_order<N>()) {
+    if (!dst.is_contiguous()) return false;
+    auto as_child = view(dst, n.input.shape());
+    assign_node(as_child, n.input);
+    return true;
+  } else {
+    return false;
+  }
+}
+
+template <class Dst, class N>
 void assign_node(Dst& dst, N const& node) {
   using Device = typename Dst::device_type;
   constexpr int R = Dst::rank;
@@ -148,6 +168,7 @@ void assign_node(Dst& dst, N const& node) {
     check(same_index<R>(node.shape(), dst.shape()), "assign: expression of shape ", shape_string<R>(node.shape()),
           " into a tensor of shape ", shape_string<R>(dst.shape()));
     check_no_internal_overlap(dst, "assign");
+    if (store_through_view(dst, node)) return;
     with_common_reductions(node, [&](N const& n) {
       if (overlaps<R, false>(n, dst) || anchor_overlaps(n, dst)) {
         using T = canonical_t<typename N::value_type>;
@@ -169,7 +190,7 @@ void assign(Dst& dst, Src const& src) {
 template <class N>
 materialized_t<N> materialize(N const& n) {
   materialized_t<N> t(n.shape());
-  run_kernel(t, n);
+  if (!store_through_view(t, n)) run_kernel(t, n);
   return t;
 }
 

@@ -30,11 +30,14 @@ auto shape_probe(Index<R> const& shape) {
 
 }  // namespace detail
 
-// View<C, F>: the tensor view F (a function from the materialized child to a view of it) of an
-// expression C that holds a kernel anchor.
-template <class C, class F>
+// View<C, F, KeepsOrder>: the tensor view F (a function from the materialized child to a view of
+// it) of an expression C that holds a kernel anchor. KeepsOrder: F only regroups the child's
+// elements in their order (squeeze, unsqueeze, flatten, reshape, view), so the child can be
+// written straight into a contiguous tensor seen with the child's shape (backend/assign.hpp).
+template <class C, class F, bool KeepsOrder = false>
 struct View : detail::ExprTag, detail::OneInput<C> {
   static constexpr NodeKind kind = NodeKind::view;
+  static constexpr bool keeps_order = KeepsOrder;
   using child_types = types<C>;
   using device_type = typename C::device_type;
   // The child's result, as materialize() makes it (backend/assign.hpp).
@@ -64,7 +67,7 @@ struct View : detail::ExprTag, detail::OneInput<C> {
 
   template <class K>
   auto rebuild(K const& k) const {
-    return View<node_t<K>, F>(as_node(k), view, op);
+    return View<node_t<K>, F, KeepsOrder>(as_node(k), view, op);
   }
 };
 
@@ -88,16 +91,17 @@ auto push_view(N const& n, std::array<std::int64_t, R> const& full, F const& f) 
 // The view f (named `name`) of the expression x: pushed down where x is element-wise and
 // `pushable` (a view that needs no copy of a broadcast input), else a View node; a view of a
 // View composes with it, so the child is materialized once.
-template <bool Pushable, class X, class F>
+template <bool Pushable, bool KeepsOrder, class X, class F>
 auto view_expr(X const& x, F f, char const* name) {
   using N = node_t<X>;
   if constexpr (Pushable && elementwise_only<N>()) {
     return push_view(x, x.shape(), f);
   } else if constexpr (N::kind == NodeKind::view) {
     auto both = [inner = x.view, f](auto const& t) { return f(inner(t)); };
-    return View<std::remove_cvref_t<decltype(x.input)>, decltype(both)>(x.input, both, name);
+    return View<std::remove_cvref_t<decltype(x.input)>, decltype(both), KeepsOrder && N::keeps_order>(
+        x.input, both, name);
   } else {
-    return View<N, F>(as_node(x), f, name);
+    return View<N, F, KeepsOrder>(as_node(x), f, name);
   }
 }
 
@@ -105,44 +109,44 @@ auto view_expr(X const& x, F f, char const* name) {
 
 template <Expr X>
 auto transpose(X const& x, std::int64_t d0, std::int64_t d1) {
-  return detail::view_expr<true>(x, [=](auto const& t) { return transpose(t, d0, d1); }, "transpose");
+  return detail::view_expr<true, false>(x, [=](auto const& t) { return transpose(t, d0, d1); }, "transpose");
 }
 template <Expr X>
 auto permute(X const& x, std::array<std::int64_t, X::rank> const& dims) {
-  return detail::view_expr<true>(x, [=](auto const& t) { return permute(t, dims); }, "permute");
+  return detail::view_expr<true, false>(x, [=](auto const& t) { return permute(t, dims); }, "permute");
 }
 template <Expr X>
 auto slice(X const& x, std::int64_t dim, std::int64_t start, std::int64_t end,
            std::int64_t step = 1) {
-  return detail::view_expr<true>(
+  return detail::view_expr<true, false>(
       x, [=](auto const& t) { return slice(t, dim, start, end, step); }, "slice");
 }
 template <Expr X>
 auto narrow(X const& x, std::int64_t dim, std::int64_t start, std::int64_t length) {
-  return detail::view_expr<true>(
+  return detail::view_expr<true, false>(
       x, [=](auto const& t) { return narrow(t, dim, start, length); }, "narrow");
 }
 template <Expr X>
 auto unsqueeze(X const& x, std::int64_t dim) {
-  return detail::view_expr<true>(x, [=](auto const& t) { return unsqueeze(t, dim); }, "unsqueeze");
+  return detail::view_expr<true, true>(x, [=](auto const& t) { return unsqueeze(t, dim); }, "unsqueeze");
 }
 template <Expr X>
 auto squeeze(X const& x, std::int64_t dim) {
-  return detail::view_expr<true>(x, [=](auto const& t) { return squeeze(t, dim); }, "squeeze");
+  return detail::view_expr<true, true>(x, [=](auto const& t) { return squeeze(t, dim); }, "squeeze");
 }
 template <Expr X, std::size_t N>
 auto expand(X const& x, std::array<std::int64_t, N> const& shape) {
-  return detail::view_expr<true>(x, [=](auto const& t) { return expand(t, shape); }, "expand");
+  return detail::view_expr<true, false>(x, [=](auto const& t) { return expand(t, shape); }, "expand");
 }
 // Reshapes: a broadcast input has no contiguous layout to reshape, so these always read the
 // expression's materialized result.
 template <Expr X, std::size_t N>
 auto reshape(X const& x, std::array<std::int64_t, N> const& shape) {
-  return detail::view_expr<false>(x, [=](auto const& t) { return reshape(t, shape); }, "reshape");
+  return detail::view_expr<false, true>(x, [=](auto const& t) { return reshape(t, shape); }, "reshape");
 }
 template <Expr X, std::size_t N>
 auto view(X const& x, std::array<std::int64_t, N> const& shape) {
-  return detail::view_expr<false>(x, [=](auto const& t) { return view(t, shape); }, "view");
+  return detail::view_expr<false, true>(x, [=](auto const& t) { return view(t, shape); }, "view");
 }
 // Sizes as a braced list, as PyTorch is called, on tensors and expressions: expand(x, {3, 4}),
 // reshape(x, {2, -1}), view(x, {6}).
@@ -160,7 +164,7 @@ auto view(X const& x, std::int64_t const (&shape)[N]) {
 }
 template <int Start = 0, int End = -1, Expr X>
 auto flatten(X const& x) {
-  return detail::view_expr<false>(x, [](auto const& t) { return flatten<Start, End>(t); }, "flatten");
+  return detail::view_expr<false, true>(x, [](auto const& t) { return flatten<Start, End>(t); }, "flatten");
 }
 
 }  // namespace solder

@@ -135,8 +135,8 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
   } else if constexpr (N::kind == NodeKind::view) {
     // The child is materialized by its own kernels; this kernel reads the view of the result.
     int producer = plan_kernel(n.input, x,
-                               n.name() + " of an expression that holds a reduction: views read "
-                                          "its materialized result");
+                               n.name() + " of an expression that holds a kernel anchor (or a "
+                                          "reshape): views read its materialized result");
     k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
     std::string s = n.name() + "(#" + std::to_string(producer) + ")";
     return {s, x.node(s, cl)};
@@ -146,7 +146,7 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
     ++k.fused;
     int id = x.node(n.name(), cl);
     std::string text = n.name() + "(";
-    auto a = describe_operand(n.a, x, k, cl), b = describe_operand(n.b, x, k, cl);
+    auto a = describe_operand<true>(n.a, x, k, cl), b = describe_operand<false>(n.b, x, k, cl);
     x.edge(a.second, id);
     x.edge(b.second, id);
     return {text + a.first + ", " + b.first + ")", id};
@@ -165,11 +165,14 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
   }
 }
 
-// An operand of a kernel's anchor, read from memory: a tensor, a view of or a shared node's
-// materialized result, or an expression materialized by kernels of its own first.
-template <class C>
+// An operand of a kernel's anchor: a tensor, a view of or a shared node's materialized result,
+// element-wise maths computed while the left operand is packed (fused_prologue), or an
+// expression materialized by kernels of its own first.
+template <bool Left, class C>
 std::pair<std::string, int> describe_operand(C const& c, Explainer& x, KernelInfo& k, int cl) {
-  if constexpr (C::kind == NodeKind::leaf || C::kind == NodeKind::view || C::kind == NodeKind::shared) {
+  constexpr bool prologue = Left && fused_prologue<C, typename C::device_type>();
+  if constexpr (C::kind == NodeKind::leaf || C::kind == NodeKind::view || C::kind == NodeKind::shared ||
+                prologue) {
     return describe_node<C::rank, false, false>(c, x, k, cl);
   } else {
     int producer = 0;
@@ -244,6 +247,14 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   return id;
 }
 
+// The kernels of an assignment of n: a view that keeps its child's order is stored by its
+// child's kernels (backend/assign.hpp: store_through_view).
+template <class N>
+void plan_assignment(N const& n, Explainer& x) {
+  if constexpr (keeps_order<N>()) plan_assignment(n.input, x);
+  else plan_kernel(n, x, "");
+}
+
 inline std::string human_bytes(std::int64_t b) {
   std::ostringstream os;
   char const* unit[] = {"B", "KiB", "MiB", "GiB"};
@@ -261,7 +272,7 @@ std::string explain(X const& e) {
   using N = node_t<X>;
   detail::Explainer x;
   detail::with_common_reductions(detail::stored(as_node(e)),
-                                 [&](auto const& n) { detail::plan_kernel(n, x, ""); });
+                                 [&](auto const& n) { detail::plan_assignment(n, x); });
   std::ostringstream os;
   os << "solder plan: " << x.kernels.size() << (x.kernels.size() == 1 ? " kernel" : " kernels")
      << " (eager: " << eager_kernel_count<N> << ")\n";
@@ -285,7 +296,7 @@ template <Lazy X>
 std::string explain_dot(X const& e) {
   detail::Explainer x;
   detail::with_common_reductions(detail::stored(as_node(e)),
-                                 [&](auto const& n) { detail::plan_kernel(n, x, ""); });
+                                 [&](auto const& n) { detail::plan_assignment(n, x); });
   return "digraph solder {\n  node [shape=box];\n" + x.dot.str() + "}\n";
 }
 

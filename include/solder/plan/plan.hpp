@@ -113,6 +113,16 @@ constexpr bool is_anchor() {
   else return has_anchor<Root>() && N::rank == D;
 }
 
+template <class Device>
+struct device_rules;
+// Whether a contraction's left operand C is computed while the engine packs it (prologue
+// fusion): element-wise maths over tensors, on a device whose engine does it.
+template <class C, class Device>
+constexpr bool fused_prologue() {
+  if constexpr (C::kind != NodeKind::map) return false;
+  else return device_rules<Device>::fuses_prologue && elementwise_only<C>();
+}
+
 template <class N>
 constexpr int kernels_of();
 // Kernels that put an operand of a contraction in memory: none for a tensor or a shared node
@@ -125,13 +135,23 @@ constexpr int operand_kernels() {
 }
 
 // The kernels of N evaluated on its own (as the root of an assignment or as a break). A kernel
-// with an anchor is that contraction's kernel: it is counted once.
+// with an anchor is that contraction's kernel: it is counted once. A view that keeps its child's
+// order is stored by its child's kernels, written straight into the (contiguous) result
+// (backend/assign.hpp: store_through_view).
+template <class N>
+constexpr bool keeps_order() {
+  if constexpr (N::kind == NodeKind::view) return N::keeps_order;
+  else return false;
+}
 template <class N>
 constexpr int kernels_of() {
-  if constexpr (N::kind == NodeKind::reduce)
+  if constexpr (keeps_order<N>())
+    return kernels_of<child_t<N>>();
+  else if constexpr (N::kind == NodeKind::reduce)
     return 1 + kernels_below<child_t<N>, child_t<N>::rank, true>();
   else if constexpr (N::kind == NodeKind::contract)
-    return 1 + operand_kernels<child_t<N, 0>>() + operand_kernels<child_t<N, 1>>();
+    return 1 + (fused_prologue<child_t<N, 0>, typename N::device_type>() ? 0 : operand_kernels<child_t<N, 0>>()) +
+           operand_kernels<child_t<N, 1>>();
   else return 1 + kernels_below<N, N::rank, false>() - (has_anchor<N>() ? 1 : 0);
 }
 
@@ -394,6 +414,7 @@ enum class RunTimeBreak {
 template <class Device>
 struct device_rules {
   static constexpr bool may_split = false;  // whether split() can break a kernel
+  static constexpr bool fuses_prologue = true;  // see fused_prologue
   template <int D, class N>
   static RunTimeBreak split(N const&, Lines<D> const&, Index<D> const&) {
     return RunTimeBreak::none;

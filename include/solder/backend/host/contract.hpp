@@ -105,6 +105,48 @@ struct EpilogueRun {
   bool lines;       // rows of a block are written as contiguous runs (write_run)
 };
 
+// The left operand computed while the engine packs it (plan.hpp: fused_prologue): its
+// evaluator over its own shape, written a block at a time.
+template <class Ev, int RA, int D>
+struct Prologue {
+  Ev ev;
+  Index<RA> shape;
+  ProductLayout<D> const* layout;
+  std::int64_t const* b0;  // the batch number of the engine's batch 0 (EpilogueRun's)
+  bool lines;              // rows of A are contiguous runs for every input
+};
+// Writes A[i0 .. i0 + mc) x [k0 .. k0 + kc) of batch b into dst (leading dimension ld).
+template <class Ev, int RA, int D, class T>
+void fill_block(void const* ctx, std::int64_t b, std::int64_t i0, std::int64_t k0, std::int64_t mc,
+                std::int64_t kc, T* dst, std::int64_t ld) {
+  auto const& p = *static_cast<Prologue<Ev, RA, D> const*>(ctx);
+  auto const& l = *p.layout;
+  Index<RA> idx{};
+  if constexpr (RA > 2) {  // A's batch dims: the output's last ones, broadcast where A has 1
+    Index<D> out{};
+    l.batch_index(*p.b0 + b, out);
+    for (int i = 0; i < RA - 2; ++i) {
+      int o = l.batch_dims - (RA - 2) + i;
+      idx[i] = p.shape[i] == 1 ? 0 : out[o];
+    }
+  }
+  auto e = p.ev;
+  for (std::int64_t r = 0; r < mc; ++r) {
+    if constexpr (RA > 1) idx[RA - 2] = i0 + r;
+    idx[RA - 1] = k0;
+    T* d = dst + r * ld;
+    if (p.lines) {
+      e.begin_line(idx);
+      write_run<Read::plain>(d, e, 0, kc);
+    } else {
+      for (std::int64_t q = 0; q < kc; ++q) {
+        idx[RA - 1] = k0 + q;
+        d[q] = static_cast<T>(e.at(idx));
+      }
+    }
+  }
+}
+
 // The epilogue the engine calls with each finished block: the kernel's expression over it,
 // stored into the output a row of the block at a time.
 template <class Ev, class OutT, class T, int D>
@@ -153,9 +195,16 @@ void run_contraction(OutTensor& out, N const& root) {
       run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);
       return;
     }
-    auto const a = in_memory(anchor.a);
+    using A = std::remove_cvref_t<decltype(anchor.a)>;
+    constexpr int RA = A::rank;
+    constexpr bool produced = fused_prologue<A, Host>();
+    auto const a = [&] {  // (a produced operand: only its shape, for the layout)
+      if constexpr (produced) return shape_probe<T, RA, Host>(anchor.a.shape());
+      else return in_memory(anchor.a);
+    }();
     auto const b = in_memory(anchor.b);
-    ProductLayout<D> const l(a, b, dom);
+    ProductLayout<D> l(a, b, dom);
+    if constexpr (produced) l.a_bs = {};  // a producer is told batch numbers, not offsets
     Index<D> const zero{};
     BlockSetter<T, D> strides{nullptr, 0, l.row, l.col, zero};  // for the check below
     ev.link(strides);
@@ -163,10 +212,20 @@ void run_contraction(OutTensor& out, N const& root) {
                        ev.contiguous(D - 1, dom);
     EpilogueRun<Ev, OutT, D> run{&ev, out.data(), out.strides(), &l, 0, lines};
     gemm::Epilogue<T> const epilogue{&store_block<Ev, OutT, T, D>, &run};
+    gemm::Left<T> left;
+    auto const pro = [&] {
+      if constexpr (produced) {
+        auto pe = make_eval<RA, false, false, void>(anchor.a, anchor.a.shape(), temps);
+        return Prologue<decltype(pe), RA, D>{pe, anchor.a.shape(), &l, &run.b0,
+                                             pe.contiguous(RA - 1, anchor.a.shape())};
+      } else {
+        return 0;
+      }
+    }();
+    if constexpr (produced) left.producer = {&fill_block<decltype(pro.ev), RA, D, T>, &pro};
     gemm::Problem p{l.batch, l.m, l.n, l.k};
     if (l.batch == 1 || l.batch_linear()) {
       auto const one = l.batch > 1 ? l.offsets(1) : std::array<std::int64_t, 2>{};
-      gemm::Left<T> left;
       left.memory = {a.data(), l.a_rs, l.a_cs, one[0]};
       gemm::run<T>(p, left, {b.data(), l.b_rs, l.b_cs, one[1]}, epilogue);
       return;
@@ -175,7 +234,6 @@ void run_contraction(OutTensor& out, N const& root) {
     for (std::int64_t bi = 0; bi < l.batch; ++bi) {
       auto const o = l.offsets(bi);
       run.b0 = bi;
-      gemm::Left<T> left;
       left.memory = {a.data() + o[0], l.a_rs, l.a_cs, 0};
       gemm::run<T>(p, left, {b.data() + o[1], l.b_rs, l.b_cs, 0}, epilogue);
     }
