@@ -228,3 +228,32 @@ TEST_CASE("the DESIGN chain matches PyTorch, fused and eager", "[torch]") {
   check("design_chain", sd::eval(e), 8, 1e-7);
   check("design_chain", sd::eager(e), 8, 1e-7);
 }
+
+// Sums of products in another order than PyTorch's: within a few ulps of the sum, or, where the
+// sum cancels, within an absolute bound of about k * eps * sum|a||b| (about 40 terms of
+// magnitude 1 here).
+TEST_CASE("contractions match PyTorch, with their epilogues and prologues", "[torch][contract]") {
+  auto const& m = get("matmul_2d");
+  auto a = input<float, 2>(m, "a");
+  auto b = input<float, 2>(m, "b");
+  check("matmul_2d", sd::eval(sd::matmul(a, b)), 64, 1e-4);
+  auto at = input<float, 2>(get("mm_transposed"), "a");  // stored [37, 13]: read transposed
+  check("mm_transposed", sd::eval(sd::mm(sd::transpose(at, 0, 1), b)), 64, 1e-4);
+  auto const& bb = get("matmul_batch_broadcast");
+  check("matmul_batch_broadcast", sd::eval(sd::matmul(input<float, 4>(bb, "a"), input<float, 3>(bb, "b"))), 64, 1e-4);
+  auto const& mv = get("matmul_matrix_vector");
+  check("matmul_matrix_vector", sd::eval(sd::matmul(input<float, 2>(mv, "a"), input<float, 1>(mv, "v"))), 64, 1e-4);
+  auto const& l = get("linear_relu");
+  auto w = input<float, 2>(l, "w");
+  auto bias = input<float, 1>(l, "b");
+  auto fused = sd::relu(sd::linear(input<float, 2>(l, "x"), w, bias));
+  static_assert(sd::kernel_count<decltype(fused)> == 1);
+  check("linear_relu", sd::eval(fused), 64, 1e-4);
+  check("linear_relu", sd::eager(fused), 64, 1e-4);
+  auto const& l3 = get("linear_3d");
+  check("linear_3d", sd::eval(sd::linear(input<float, 3>(l3, "x"), w, bias)), 64, 1e-4);
+  auto const& g = get("gelu_matmul");
+  auto pro = sd::matmul(sd::gelu(input<float, 2>(g, "x")), sd::transpose(input<float, 2>(g, "w"), 0, 1));
+  static_assert(sd::kernel_count<decltype(pro)> == 1);
+  check("gelu_matmul", sd::eval(pro), 64, 1e-4);
+}

@@ -105,6 +105,20 @@ def main():
     record(lines, "design_chain", [("x", chain)],
            torch.tanh(chain * 0.5 + 0.25) * torch.sigmoid(chain) + chain * chain * 0.1 - 0.3)
 
+    # Contractions, with and without their epilogues (appended: the cases above keep their data).
+    ma, mb = torch.randn(13, 37), torch.randn(37, 11)
+    record(lines, "matmul_2d", [("a", ma), ("b", mb)], ma @ mb)
+    record(lines, "mm_transposed", [("a", ma.t().contiguous()), ("b", mb)], ma.t().contiguous().t() @ mb)
+    ba, bb = torch.randn(2, 1, 5, 7), torch.randn(3, 7, 4)
+    record(lines, "matmul_batch_broadcast", [("a", ba), ("b", bb)], torch.matmul(ba, bb))
+    mv = torch.randn(7)
+    record(lines, "matmul_matrix_vector", [("a", ba[0, 0]), ("v", mv)], torch.matmul(ba[0, 0], mv))
+    lx, lw, lb = torch.randn(6, 20), torch.randn(9, 20), torch.randn(9)
+    record(lines, "linear_relu", [("x", lx), ("w", lw), ("b", lb)], torch.relu(F.linear(lx, lw, lb)))
+    lx3 = torch.randn(2, 3, 20)
+    record(lines, "linear_3d", [("x", lx3), ("w", lw), ("b", lb)], F.linear(lx3, lw, lb))
+    record(lines, "gelu_matmul", [("x", lx), ("w", lw)], F.gelu(lx) @ lw.t())
+
     header = ["# PyTorch " + torch.__version__ + " outputs for solder's ops; regenerate with",
               "# tools/make_fixtures.py (do not edit by hand)."]
     OUT.parent.mkdir(parents=True, exist_ok=True)
