@@ -101,7 +101,7 @@ bool anchor_overlaps(N const& n, OutTensor const& out) {
   bool hit = false;
   if constexpr (has_anchor<N>())
     with_anchor<N::rank>(n, [&](auto const& a) {
-      hit = operand_overlaps(a.a, out) || operand_overlaps(a.b, out);
+      hit = any_child(a, [&](auto const& c) -> bool { return operand_overlaps(c, out); });
     });
   return hit;
 }

@@ -100,6 +100,7 @@ struct Contract : detail::ExprTag {
                 "solder: matmul: operands live on different devices (sd::Host and sd::Cuda)");
   static_assert(detail::check_matmul_extents<A::static_extents, B::static_extents>());
   static constexpr auto static_extents = detail::matmul_extents<A::static_extents, B::static_extents>();
+  static constexpr bool prologue = true;  // the engine computes an element-wise A while packing it
 
   A a;
   B b;

@@ -146,10 +146,8 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
     ++k.fused;
     int id = x.node(n.name(), cl);
     std::string text = n.name() + "(";
-    auto a = describe_operand<true>(n.a, x, k, cl), b = describe_operand<false>(n.b, x, k, cl);
-    x.edge(a.second, id);
-    x.edge(b.second, id);
-    return {text + a.first + ", " + b.first + ")", id};
+    describe_operands(n, x, k, cl, id, text, std::make_index_sequence<child_count<N>>{});
+    return {text + ")", id};
   } else if constexpr (N::kind == NodeKind::shared) {
     // Materialized once, by the kernels of its child, however often it is read.
     auto made = x.materialized.find(n.id);
@@ -168,6 +166,17 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
 // An operand of a kernel's anchor: a tensor, a view of or a shared node's materialized result,
 // element-wise maths computed while the left operand is packed (fused_prologue), or an
 // expression materialized by kernels of its own first.
+template <bool Left, class C>
+std::pair<std::string, int> describe_operand(C const& c, Explainer& x, KernelInfo& k, int cl);
+template <class N, std::size_t... I>
+void describe_operands(N const& n, Explainer& x, KernelInfo& k, int cl, int id, std::string& text,
+                       std::index_sequence<I...>) {
+  auto one = [&](std::size_t i, std::pair<std::string, int> const& d) {
+    x.edge(d.second, id);
+    text += (i ? ", " : "") + d.first;
+  };
+  (one(I, describe_operand<I == 0 && N::prologue>(n.template child<I>(), x, k, cl)), ...);
+}
 template <bool Left, class C>
 std::pair<std::string, int> describe_operand(C const& c, Explainer& x, KernelInfo& k, int cl) {
   constexpr bool prologue = Left && fused_prologue<C, typename C::device_type>();

@@ -138,6 +138,15 @@ constexpr int operand_kernels() {
 // with an anchor is that contraction's kernel: it is counted once. A view that keeps its child's
 // order is stored by its child's kernels, written straight into the (contiguous) result
 // (backend/assign.hpp: store_through_view).
+// Kernels that put the operands of contraction N in memory, but for a left operand it computes
+// while packing (N::prologue: its engine takes one; fused_prologue: this one qualifies).
+template <class N, std::size_t... I>
+constexpr int contraction_operand_kernels(std::index_sequence<I...>) {
+  return (0 + ... + (I == 0 && N::prologue && fused_prologue<child_t<N, I>, typename N::device_type>()
+                         ? 0
+                         : operand_kernels<child_t<N, I>>()));
+}
+
 template <class N>
 constexpr bool keeps_order() {
   if constexpr (N::kind == NodeKind::view) return N::keeps_order;
@@ -150,8 +159,7 @@ constexpr int kernels_of() {
   else if constexpr (N::kind == NodeKind::reduce)
     return 1 + kernels_below<child_t<N>, child_t<N>::rank, true>();
   else if constexpr (N::kind == NodeKind::contract)
-    return 1 + (fused_prologue<child_t<N, 0>, typename N::device_type>() ? 0 : operand_kernels<child_t<N, 0>>()) +
-           operand_kernels<child_t<N, 1>>();
+    return 1 + contraction_operand_kernels<N>(std::make_index_sequence<child_count<N>>{});
   else return 1 + kernels_below<N, N::rank, false>() - (has_anchor<N>() ? 1 : 0);
 }
 

@@ -18,41 +18,50 @@ auto in_memory(C const& c) {
   else return materialize_once(c);
 }
 
-// Where the product's dims lie: M and N in the output (axes row and col, -1 where an operand is
-// a vector), the batch dims before them, and each operand's strides along them.
+// Where an anchor's output blocks lie: a block's rows and columns run along the output axes row
+// and col (-1 where the anchor has none: a vector operand), its batch number over the batch
+// axes before them.
 template <int D>
-struct ProductLayout {
-  std::int64_t m = 1, n = 1, k = 1, batch = 1;
+struct BlockLayout {
   int batch_dims = 0, row = -1, col = -1;
+  std::int64_t batch = 1;  // the product of the batch axes' extents
+  Index<D> shape{};
+  // Unravels batch number b into the output's batch axes of idx.
+  void batch_index(std::int64_t b, Index<D>& idx) const {
+    for (int i = batch_dims - 1; i >= 0; --i) idx[i] = b % shape[i], b /= shape[i];
+  }
+};
+
+// A matrix product's blocks: M and N of torch.matmul's rules, and the operands' strides.
+template <int D>
+struct ProductLayout : BlockLayout<D> {
+  using BlockLayout<D>::batch_dims;
+  std::int64_t m = 1, n = 1, k = 1;
   std::int64_t a_rs = 0, a_cs = 0, b_rs = 0, b_cs = 0;
   Index<D> a_bs{}, b_bs{};  // per output batch axis, 0 where broadcast
-  Index<D> shape{};
 
   template <class TA, class TB>
-  ProductLayout(TA const& a, TB const& b, Index<D> const& out) : shape(out) {
+  ProductLayout(TA const& a, TB const& b, Index<D> const& out) {
     constexpr int RA = TA::rank, RB = TB::rank;
     auto const &sa = a.shape(), &ta = a.strides(), &sb = b.shape(), &tb = b.strides();
+    this->shape = out;
     batch_dims = D - (RA > 1) - (RB > 1);
     k = sa[RA - 1];
     a_cs = ta[RA - 1];
     b_rs = tb[RB > 1 ? RB - 2 : 0];
-    if constexpr (RA > 1) m = sa[RA - 2], a_rs = ta[RA - 2], row = batch_dims;
-    if constexpr (RB > 1) n = sb[RB - 1], b_cs = tb[RB - 1], col = D - 1;
+    if constexpr (RA > 1) m = sa[RA - 2], a_rs = ta[RA - 2], this->row = batch_dims;
+    if constexpr (RB > 1) n = sb[RB - 1], b_cs = tb[RB - 1], this->col = D - 1;
     for (int i = 0; i < batch_dims; ++i) {
-      batch *= out[i];
+      this->batch *= out[i];
       int ia = i - (batch_dims - (RA - 2)), ib = i - (batch_dims - (RB - 2));
       if (RA > 2 && ia >= 0 && sa[ia] != 1) a_bs[i] = ta[ia];
       if (RB > 2 && ib >= 0 && sb[ib] != 1) b_bs[i] = tb[ib];
     }
   }
-  // Unravels batch number b into the output's batch axes of idx.
-  void batch_index(std::int64_t b, Index<D>& idx) const {
-    for (int i = batch_dims - 1; i >= 0; --i) idx[i] = b % shape[i], b /= shape[i];
-  }
   // The operands' offsets for batch number b.
   std::array<std::int64_t, 2> offsets(std::int64_t b) const {
     Index<D> idx{};
-    batch_index(b, idx);
+    this->batch_index(b, idx);
     std::int64_t oa = 0, ob = 0;
     for (int i = 0; i < batch_dims; ++i) oa += idx[i] * a_bs[i], ob += idx[i] * b_bs[i];
     return {oa, ob};
@@ -60,7 +69,7 @@ struct ProductLayout {
   // Whether batch b starts at b times batch 1's offsets for both operands: one engine call.
   bool batch_linear() const {
     auto const one = offsets(1);
-    for (std::int64_t b = 2; b < batch; ++b) {
+    for (std::int64_t b = 2; b < this->batch; ++b) {
       auto const o = offsets(b);
       if (o[0] != b * one[0] || o[1] != b * one[1]) return false;
     }
@@ -100,7 +109,7 @@ struct EpilogueRun {
   Ev const* ev;
   OutT* out;
   Index<D> ost;
-  ProductLayout<D> const* layout;
+  BlockLayout<D> const* layout;
   std::int64_t b0;  // the batch number of the engine's batch 0
   bool lines;       // rows of a block are written as contiguous runs (write_run)
 };
@@ -111,7 +120,7 @@ template <class Ev, int RA, int D>
 struct Prologue {
   Ev ev;
   Index<RA> shape;
-  ProductLayout<D> const* layout;
+  BlockLayout<D> const* layout;
   std::int64_t const* b0;  // the batch number of the engine's batch 0 (EpilogueRun's)
   bool lines;              // rows of A are contiguous runs for every input
 };
@@ -176,26 +185,32 @@ void store_block(void* ctx, std::int64_t b, std::int64_t i0, std::int64_t j0, st
   }
 }
 
-// Runs the kernel rooted at `root`, whose anchor is a contraction, into `out`.
-template <class OutTensor, class N>
-void run_contraction(OutTensor& out, N const& root) {
-  constexpr int D = N::rank;
-  using OutT = typename OutTensor::value_type;
+// The epilogue of a kernel whose anchor hands over blocks laid out as l: ev set to read them,
+// and whether a block's rows can be written as contiguous runs.
+template <class T, class Ev, class OutTensor, int D>
+EpilogueRun<Ev, typename OutTensor::value_type, D> epilogue_run(Ev& ev, OutTensor& out,
+                                                                BlockLayout<D> const& l) {
+  Index<D> const zero{};
+  BlockSetter<T, D> strides{nullptr, 0, l.row, l.col, zero};  // for the check below
+  ev.link(strides);
   Index<D> const& dom = out.shape();
-  KernelConfig<D> const config = configure(root);
-  Temps temps;
-  auto ev = make_eval<D, false, false, N>(root, dom, temps);
-  with_anchor<D>(root, [&](auto const& anchor) {
-    using T = typename std::remove_cvref_t<decltype(anchor)>::value_type;
-    using Ev = decltype(ev);
-    if (config.split == RunTimeBreak::broadcast_anchor) {  // stored, then read as a tensor
-      auto const product = materialize_once(anchor);
-      StoredSetter<T, D> stored{leaf_eval<D>(product, dom)};
-      ev.link(stored);
-      run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);
-      return;
-    }
-    using A = std::remove_cvref_t<decltype(anchor.a)>;
+  bool const lines = l.col >= 0 && l.col == D - 1 && (dom[D - 1] == 1 || out.strides()[D - 1] == 1) &&
+                     ev.contiguous(D - 1, dom);
+  return {&ev, out.data(), out.strides(), &l, 0, lines};
+}
+
+// How each kind of anchor computes its blocks: run(anchor, out, ev, temps) hands every block
+// of the anchor's result to the kernel's epilogue (epilogue_run, store_block).
+template <class Anchor>
+struct AnchorEngine;
+
+// A matrix product, on the GEMM engine.
+template <class A, class B>
+struct AnchorEngine<Contract<A, B>> {
+  template <class OutTensor, class Ev>
+  static void run(Contract<A, B> const& anchor, OutTensor& out, Ev& ev, Temps& temps) {
+    constexpr int D = OutTensor::rank;
+    using T = typename Contract<A, B>::value_type;
     constexpr int RA = A::rank;
     constexpr bool produced = fused_prologue<A, Host>();
     auto const a = [&] {  // (a produced operand: only its shape, for the layout)
@@ -203,15 +218,10 @@ void run_contraction(OutTensor& out, N const& root) {
       else return in_memory(anchor.a);
     }();
     auto const b = in_memory(anchor.b);
-    ProductLayout<D> l(a, b, dom);
+    ProductLayout<D> l(a, b, out.shape());
     if constexpr (produced) l.a_bs = {};  // a producer is told batch numbers, not offsets
-    Index<D> const zero{};
-    BlockSetter<T, D> strides{nullptr, 0, l.row, l.col, zero};  // for the check below
-    ev.link(strides);
-    bool const lines = l.col >= 0 && l.col == D - 1 && (dom[D - 1] == 1 || out.strides()[D - 1] == 1) &&
-                       ev.contiguous(D - 1, dom);
-    EpilogueRun<Ev, OutT, D> run{&ev, out.data(), out.strides(), &l, 0, lines};
-    gemm::Epilogue<T> const epilogue{&store_block<Ev, OutT, T, D>, &run};
+    auto run = epilogue_run<T>(ev, out, l);
+    gemm::Epilogue<T> const epilogue{&store_block<Ev, typename OutTensor::value_type, T, D>, &run};
     gemm::Left<T> left;
     auto const pro = [&] {
       if constexpr (produced) {
@@ -237,6 +247,28 @@ void run_contraction(OutTensor& out, N const& root) {
       left.memory = {a.data() + o[0], l.a_rs, l.a_cs, 0};
       gemm::run<T>(p, left, {b.data() + o[1], l.b_rs, l.b_cs, 0}, epilogue);
     }
+  }
+};
+
+// Runs the kernel rooted at `root`, whose anchor is a contraction, into `out`.
+template <class OutTensor, class N>
+void run_contraction(OutTensor& out, N const& root) {
+  constexpr int D = N::rank;
+  Index<D> const& dom = out.shape();
+  KernelConfig<D> const config = configure(root);
+  Temps temps;
+  auto ev = make_eval<D, false, false, N>(root, dom, temps);
+  with_anchor<D>(root, [&](auto const& anchor) {
+    using Anchor = std::remove_cvref_t<decltype(anchor)>;
+    using T = typename Anchor::value_type;
+    if (config.split == RunTimeBreak::broadcast_anchor) {  // stored, then read as a tensor
+      auto const product = materialize_once(anchor);
+      StoredSetter<T, D> stored{leaf_eval<D>(product, dom)};
+      ev.link(stored);
+      run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);
+      return;
+    }
+    AnchorEngine<Anchor>::run(anchor, out, ev, temps);
   });
 }
 
