@@ -1,11 +1,32 @@
 // Reductions and row kernels on sd::Cuda tensors against the host's results: each dim,
 // keepdim, full reductions (CUB's device-wide path), integer sums, the run-time split, rows of
-// 1 to 4099 columns, few rows (a block per row) and many (a warp per row).
+// 1 to 4099 columns, few rows (a block per row) and many (a warp per row); float sums of 10^6
+// and 10^7 equal terms along every path against the exact sum.
 // Needs a GPU: without one its main (gpu_main.cpp) prints "skipped: no CUDA device: ..." and
 // exits 77, which ctest reports as skipped.
+#include <algorithm>
+#include <iomanip>
+
 #include "compare.hpp"
 
 using namespace gpu_test;
+
+namespace {
+
+// The GPU's bound for a float sum of n terms: each thread folds its share, and merge_kernel a
+// line's parts, in the host's order (ThreadFold: 128 terms a chunk, 64 chunks a block, then the
+// blocks, at most n / 8192 of them in all), with a group's tree (at most 12 steps, CUB's block
+// reduction) and a column block's 8 warps in between; each step errs by at most eps relative to
+// the running sum. Twice the host's constant (tests/test_edges.cpp), its n / 8192. A thread with
+// one accumulator errs by up to its terms' count in eps: so folded, 10^7 terms of 0.1f came to
+// 997297 in a row a warp each, and to 1010792 in a column a warp folds whole (the GPU's order,
+// replayed on the host).
+double sum_bound(double n, double exact) {
+  return (2 * (128 + 64 + 2) + 12 + 8 + n / 8192) * std::numeric_limits<float>::epsilon() *
+         std::fabs(exact);
+}
+
+}  // namespace
 
 // In float; the double instantiations share all but the accumulator type (checked below).
 TEST_CASE("reductions: device against host", "[gpu][reduce]") {
@@ -255,5 +276,64 @@ TEST_CASE("rows of a static length: loops unrolled", "[gpu][rows]") {
     close(Rows(sd::softmax(unaligned, 1)), sd::eval(sd::softmax(sd::slice(wide, 1, 1, 1025), 1)), 1e-5);
     sd::Tensor<sd::half, sd::ext<sd::dyn, 1024>, sd::Cuda> h = sd::cast<sd::half>(d);
     close(sd::eval(sd::softmax(h, 1)), sd::eval(sd::softmax(sd::cast<sd::half>(x), 1)), 1e-3);
+  }
+}
+
+// Float sums of 10^6 and 10^7 equal terms along every path (issue 27), against the exact sum:
+// a few long rows and columns in chunks (chunk_kernel, a block per chunk: vector loads along a
+// row, the index walk down a column or a middle dim); rows in a row kernel, a block each and a
+// warp each (lines_kernel: their sum doubled, so that the root is no reduction); columns too
+// many to chunk and strided, so no warp takes 32 of them (lines_kernel, a block each, the index
+// walk); columns a warp per 32 (columns_kernel) in parts, and folded whole where there are 32
+// for every block the GPU holds; everything (CUB's device-wide reduce). The inputs of many
+// lines are one row expanded (stride 0), so that they take no memory.
+TEST_CASE("float sums of 1e6 and 1e7 equal terms are accurate along every GPU path", "[gpu][reduce]") {
+  namespace dc = sd::detail::cuda;
+  dc::DeviceInfo const& gpu = dc::device_info();
+  // Lines from which each gets a warp (group_for); lines too many to fold in chunks (parts_for),
+  // but each still a block; columns that a warp each folds whole.
+  std::int64_t const warp_lines = std::int64_t(gpu.sm_count) * gpu.max_threads_per_sm / 32 / 4;
+  std::int64_t const block_lines = dc::resident_blocks();
+  std::int64_t const whole_columns = 32 * dc::resident_blocks();
+  for (std::int64_t n : {std::int64_t{1000000}, std::int64_t{10000000}}) {
+    double const term = static_cast<double>(0.1f), exact = term * static_cast<double>(n);
+    INFO("n = " << n << ", exact sum " << exact);
+    // Every output of t is `times` the exact sum.
+    auto check = [&](auto const& t, char const* path, double times = 1) {
+      auto const v = sd::to_vector(t);
+      REQUIRE(!v.empty());
+      double const want = times * exact;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        INFO(path << ", output " << i << ": got " << std::setprecision(10) << v[i] << ", off by "
+                  << std::fabs(v[i] - want));
+        CHECK(std::fabs(v[i] - want) <= sum_bound(static_cast<double>(n), want));
+      }
+    };
+    auto wide = sd::full<float, sd::Cuda>(sd::shape(2, n), 0.1f);
+    auto tall = sd::full<float, sd::Cuda>(sd::shape(n, 2), 0.1f);
+    auto cube = sd::full<float, sd::Cuda>(sd::shape(2, n, 2), 0.1f);
+    auto row = sd::full<float, sd::Cuda>(sd::shape(n), 0.1f);
+    auto across = sd::full<float, sd::Cuda>(sd::shape(whole_columns), 0.1f);
+    auto every_other = sd::slice(sd::full<float, sd::Cuda>(sd::shape(2 * block_lines), 0.1f), 0,
+                                 0, 2 * block_lines, 2);  // stride 2
+
+    check(sd::eval(sd::sum(wide, 1)), "rows in chunks");
+    check(sd::eval(sd::sum(tall, 0)), "columns in chunks");
+    check(sd::eval(sd::sum(cube, 1)), "a middle dim in chunks");
+    check(sd::eval(sd::sum(sd::expand(row, {64, n}), 1) * 2.f), "rows, a block each", 2);
+    check(sd::eval(sd::sum(sd::expand(row, {std::max<std::int64_t>(64, warp_lines), n}), 1) * 2.f),
+          "rows, a warp each", 2);
+    check(sd::eval(sd::sum(sd::expand(every_other, {n, block_lines}), 0)),
+          "strided columns, a block each");
+    check(sd::eval(sd::sum(sd::expand(sd::slice(across, 0, 0, 512), {n, 512}), 0)),
+          "columns, a warp per 32, in parts");
+    check(sd::eval(sd::sum(sd::expand(across, {n, whole_columns}), 0)),
+          "columns, a warp per 32, whole");
+    check(sd::eval(sd::sum(tall)), "everything, device-wide", 2);
+    sd::Tensor<float, 1, sd::Cuda> means = sd::mean(wide, 1);
+    for (float m : sd::to_vector(means)) {
+      INFO("mean of rows in chunks: got " << std::setprecision(10) << m);
+      CHECK(std::fabs(m - term) <= sum_bound(static_cast<double>(n), term));
+    }
   }
 }

@@ -1,7 +1,8 @@
 // The CUDA reduction evaluator. A fused reduction is computed by the group of threads that works
 // on its line: a warp when there are many lines (softmax over the rows of a matrix), the whole
 // block when there are few long ones. Every thread folds a strided share, 16 bytes at a time
-// where the line is aligned, then CUB's warp or block reduction folds the shares in a fixed
+// where the line is aligned, a float sum in chunks of 128 terms as the host folds it
+// (ThreadFold), then a warp's butterfly or CUB's block reduction folds the shares in a fixed
 // tree. So one group computes softmax's max and sum, or layer norm's mean and variance, and then
 // writes the line. Leaves and element-wise nodes are the shared evaluators of backend/eval.hpp,
 // the same structs the host runs.
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "../eval.hpp"
@@ -59,6 +61,53 @@ __device__ SOLDER_INLINE void for_count(I first, I step, F&& f) {
   SOLDER_UNROLL
   for (int s = whole; s < S; ++s) f(first + s * step);
 }
+
+// A thread's fold of a long series of terms, in the host's order and with its error bound
+// (BlockedFold, backend/host/evaluators.hpp, with its numbers for float): chunk_len terms into
+// `chunk`, block_chunks chunks into `block`, the blocks in order into `total`. A float sum of m
+// terms then errs by about (128 + 64 + m / 8192) eps, where one accumulator errs by m eps (10^6
+// terms of 0.1f: 100958, not 100000). Registers only: two more accumulators and a count, and
+// only for a fold that rounds (a floating sum, mean or product): max, min and their indices
+// pick a term, and integers wrap exactly, in any order, so they keep one accumulator.
+// (Host code too, where test_cuda_host checks it against the host's order.)
+template <class Op, class A>
+struct ThreadFold {
+  static constexpr bool blocked =
+      std::is_floating_point_v<A> && std::is_base_of_v<ops::WideningFold, Op>;
+  static constexpr int chunk_len = 128, block_chunks = 64;
+  A chunk = Op::template identity<A>(), block = chunk, total = chunk;
+  unsigned chunks = 0;  // (wraps at a multiple of block_chunks)
+  // fold(b, e) folds into `chunk` the terms at b, b + step, ... below e, per_step of them at
+  // each index (a vector step); called for the indices from first to end a chunk at a time, so
+  // that its own loop, unrolled or not, has no test for the chunk's end.
+  SOLDER_HD_ANY_CALLEE
+  template <int per_step = 1, class I, class F>
+  SOLDER_HD SOLDER_INLINE void in_chunks(I first, I end, I step, F&& fold) {
+    static_assert(chunk_len % per_step == 0);
+    if constexpr (!blocked) {
+      fold(first, end);
+    } else {
+      I const span = step * (chunk_len / per_step);
+      for (I b = first; b < end; b += span) {
+        fold(b, end - b > span ? b + span : end);
+        end_chunk();
+      }
+    }
+  }
+  SOLDER_HD SOLDER_INLINE void end_chunk() {
+    if constexpr (blocked) {
+      block = Op::merge(block, chunk);
+      chunk = Op::template identity<A>();
+      if (++chunks % block_chunks != 0) return;
+      total = Op::merge(total, block);
+      block = Op::template identity<A>();
+    }
+  }
+  SOLDER_HD SOLDER_INLINE A result() const {
+    if constexpr (blocked) return Op::merge(total, Op::merge(block, chunk));
+    else return chunk;
+  }
+};
 
 template <class Op>
 struct MergeOp {
@@ -488,13 +537,13 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     return fold_by_index(f, begin, end, rank, step);
   }
   // This thread's share of the fold over values [begin, end) of the line that starts at f: the
-  // rank-th of every `step` of them (vectors of them where the line is contiguous). L > 0: the
-  // line is one run of L values (begin 0, end L) and the step a warp.
+  // rank-th of every `step` of them (vectors of them where the line is contiguous), in chunks
+  // (ThreadFold). L > 0: the line is one run of L values (begin 0, end L) and the step a warp.
   template <int L = 0>
   __device__ SOLDER_INLINE A fold_share(Index<F> f, std::int64_t begin, std::int64_t end, int rank,
                                         int step) {
     if (L > 0 || block) {
-      A acc = Op::template identity<A>();
+      ThreadFold<Op, A> acc;
       child.begin_line(f);
       constexpr int V = vec_width<In>;
       std::int64_t done = begin;
@@ -506,13 +555,17 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
           auto each = [&](std::int32_t n) {
             auto v = c.template line_vec<V>(n);
             SOLDER_UNROLL
-            for (int k = 0; k < V; ++k) acc = Op::step(acc, v.v[k], n + k);
+            for (int k = 0; k < V; ++k) acc.chunk = Op::step(acc.chunk, v.v[k], n + k);
           };
           constexpr int S = L > 0 && L % (warp_threads * V) == 0 ? L / (warp_threads * V) : 0;
-          if constexpr (S > 0)  // as many steps for every thread
+          static_assert(S * V <= ThreadFold<Op, A>::chunk_len);  // (static_line: 16 steps at most)
+          if constexpr (S > 0) {  // as many steps for every thread, one chunk
             for_count<S, static_steps<Child, S>>(first, stride, each);
-          else
-            for_steps<steps_in_flight<Child>>(first, last, stride, each);
+          } else {
+            acc.template in_chunks<V>(first, last, stride, [&](std::int32_t b, std::int32_t e) {
+              for_steps<steps_in_flight<Child>>(b, e, stride, each);
+            });
+          }
         };
         if constexpr (repeated_leaf<Child>) {
           if (shared) fold(sharing_leaves(child));  // one load where the variance reads x twice
@@ -522,31 +575,37 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         }
         done = last;
       }
-      for (std::int64_t n = done + rank; n < end; n += step) acc = Op::step(acc, child.line(n), n);
-      return acc;
+      auto rest = [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t n = b; n < e; n += step) acc.chunk = Op::step(acc.chunk, child.line(n), n);
+      };
+      if constexpr (L > 0) rest(done + rank, end);  // at most L / 32 terms: one chunk
+      else acc.in_chunks(done + rank, end, std::int64_t(step), rest);
+      return acc.result();
     }
     return fold_by_index(f, begin, end, rank, step);
   }
   // fold_share where the line is not one run: each value's index in the input, from n.
   __device__ SOLDER_INLINE A fold_by_index(Index<F> f, std::int64_t begin, std::int64_t end,
                                            int rank, int step) {
-    A acc = Op::template identity<A>();
-    for (std::int64_t n = begin + rank; n < end; n += step) {
-      Index<F> g = f;
-      std::int64_t r = n;
-      SOLDER_UNROLL
-      for (int k = F - 1; k >= 0; --k) {
-        if (src[k] >= 0) continue;  // not a reduced axis
-        if (outermost[k]) {  // what is left of n: no division
-          g[k] = r;
-        } else {
-          g[k] = r % fdom[k];
-          r /= fdom[k];
+    ThreadFold<Op, A> acc;
+    acc.in_chunks(begin + rank, end, std::int64_t(step), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t n = b; n < e; n += step) {
+        Index<F> g = f;
+        std::int64_t r = n;
+        SOLDER_UNROLL
+        for (int k = F - 1; k >= 0; --k) {
+          if (src[k] >= 0) continue;  // not a reduced axis
+          if (outermost[k]) {  // what is left of n: no division
+            g[k] = r;
+          } else {
+            g[k] = r % fdom[k];
+            r /= fdom[k];
+          }
         }
+        acc.chunk = Op::step(acc.chunk, child.at(g), n);
       }
-      acc = Op::step(acc, child.at(g), n);
-    }
-    return acc;
+    });
+    return acc.result();
   }
   SOLDER_HD SOLDER_INLINE void begin_line(Index<D> const&) {}
   template <Read = Read::plain>

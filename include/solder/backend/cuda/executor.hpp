@@ -397,11 +397,13 @@ __global__ void __launch_bounds__(block_threads)
   using Op = typename Ev::op_type;
   std::int64_t const step = std::int64_t(gridDim.x) * blockDim.x;
   for (std::int64_t o = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < lines; o += step) {
-    auto acc = partials[o * chunks];
-    for (int c = 1; c < chunks; ++c) acc = Op::merge(acc, partials[o * chunks + c]);
+    ThreadFold<Op, typename Ev::A> acc;  // as many parts as the GPU holds blocks: in chunks too
+    acc.in_chunks(0, chunks, 1, [&](int b, int e) {
+      for (int c = b; c < e; ++c) acc.chunk = Op::merge(acc.chunk, partials[o * chunks + c]);
+    });
     Index<D> idx;
     unravel_all<D>(o, dom, idx);
-    out[dot<D>(idx, ost)] = finalized<Ev, OutT>(acc, count);
+    out[dot<D>(idx, ost)] = finalized<Ev, OutT>(acc.result(), count);
   }
 }
 
@@ -583,6 +585,7 @@ namespace solder::detail {
 template <>
 struct device_rules<Cuda> {
   static constexpr bool may_split = true;
+  static constexpr bool fuses_prologue = false;  // contractions read their operands from memory
   // Fewer lines than this, with a fold of at least long_line_min values: a block per line
   // would use fewer than 1 in 16 of an H100's blocks.
   static constexpr std::int64_t few_lines = 64;
