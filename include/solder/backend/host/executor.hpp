@@ -18,10 +18,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <string>
 
 #include "evaluators.hpp"
+#include "gemm.hpp"
 
 namespace solder::detail::host {
 
@@ -67,23 +66,11 @@ SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
 // so), and only then is the streaming loop compiled; `stream` says whether this output is.
 inline constexpr std::int64_t stream_chunk_bytes = 4096;
 
-// The size of one last-level cache (sysfs), 32 MiB where it cannot be read: outputs of at
-// least this many bytes are streamed. A reference, so that tests can lower it.
+// The size of one last-level cache (cache_sizes, gemm.hpp: sysfs, 32 MiB where it cannot be
+// read): outputs of at least this many bytes are streamed. A reference, so that tests can
+// lower it.
 inline std::int64_t& stream_min_bytes() {
-  static std::int64_t bytes = [] {
-    std::int64_t best = 32 << 20;
-    int best_level = 0;
-    for (int i = 0; i < 8; ++i) {
-      std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-      std::ifstream level_file(dir + "level"), size_file(dir + "size");
-      int level = 0;
-      std::int64_t size = 0;
-      char unit = 0;
-      if (!(level_file >> level) || !(size_file >> size >> unit) || level <= best_level) continue;
-      if (unit == 'K' || unit == 'M') best = size << (unit == 'K' ? 10 : 20), best_level = level;
-    }
-    return best;
-  }();
+  static std::int64_t bytes = cache_sizes().last;
   return bytes;
 }
 
