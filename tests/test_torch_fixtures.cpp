@@ -257,3 +257,37 @@ TEST_CASE("contractions match PyTorch, with their epilogues and prologues", "[to
   static_assert(sd::kernel_count<decltype(pro)> == 1);
   check("gelu_matmul", sd::eval(pro), 64, 1e-4);
 }
+
+// Attention: both sides round scores that are dot products of 16 to 32 terms of magnitude 1, so
+// a weight differs by about 1e-6 relative (up to 184 ulps seen where |y| > 0.01), and a weighted
+// sum that cancels by about 1e-6 absolute (values of magnitude 1): within 256 ulps, or 4e-6. A
+// row masked out entirely is 0, as in PyTorch 2.5 and later; float64 agrees to the float ulp.
+TEST_CASE("scaled_dot_product_attention matches PyTorch", "[torch][attention]") {
+  auto const& b = get("sdpa_broadcast");
+  auto q = input<float, 4>(b, "q");
+  auto k = input<float, 4>(b, "k");
+  auto v = input<float, 4>(b, "v");
+  check("sdpa_broadcast", sd::eval(sd::scaled_dot_product_attention(q, k, v)), 256, 4e-6);
+  auto const& cl = get("sdpa_causal_long_q");
+  check("sdpa_causal_long_q",
+        sd::eval(sd::scaled_dot_product_attention(input<float, 3>(cl, "q"), input<float, 3>(cl, "k"),
+                                                  input<float, 3>(cl, "v"), {.is_causal = true})),
+        256, 4e-6);
+  auto const& cs = get("sdpa_causal_short_q");
+  check("sdpa_causal_short_q",
+        sd::eval(sd::scaled_dot_product_attention(input<float, 3>(cs, "q"), input<float, 3>(cs, "k"),
+                                                  input<float, 3>(cs, "v"), {.is_causal = true})),
+        256, 4e-6);
+  check("sdpa_bool_mask",
+        sd::eval(sd::scaled_dot_product_attention(q, k, v, input<bool, 2>(get("sdpa_bool_mask"), "mask"))), 256,
+        4e-6);
+  check("sdpa_float_mask_scale",
+        sd::eval(sd::scaled_dot_product_attention(q, k, v, input<float, 4>(get("sdpa_float_mask_scale"), "mask"),
+                                                  {.scale = 0.3})),
+        256, 4e-6);
+  auto const& d = get("sdpa_float64_causal");  // (with an epilogue: one kernel)
+  auto fused = sd::scaled_dot_product_attention(input<double, 3>(d, "q"), input<double, 3>(d, "k"),
+                                                input<double, 3>(d, "v"), {.is_causal = true}) * 1.0;
+  static_assert(sd::kernel_count<decltype(fused)> == 1);
+  check("sdpa_float64_causal", sd::eval(fused), 0);
+}

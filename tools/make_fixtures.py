@@ -119,6 +119,29 @@ def main():
     record(lines, "linear_3d", [("x", lx3), ("w", lw), ("b", lb)], F.linear(lx3, lw, lb))
     record(lines, "gelu_matmul", [("x", lx), ("w", lw)], F.gelu(lx) @ lw.t())
 
+    # scaled_dot_product_attention (appended: the cases above keep their data). Batch dims that
+    # broadcast, causal with L > S and L < S, bool and float masks (a row masked out entirely
+    # gives 0 in PyTorch 2.5 and later), a custom scale, float64.
+    sdpa = F.scaled_dot_product_attention
+    aq, ak, av = torch.randn(2, 3, 7, 32), torch.randn(1, 3, 19, 32), torch.randn(1, 3, 19, 24)
+    record(lines, "sdpa_broadcast", [("q", aq), ("k", ak), ("v", av)], sdpa(aq, ak, av))
+    cq, ck, cv = torch.randn(2, 10, 16), torch.randn(2, 6, 16), torch.randn(2, 6, 8)
+    record(lines, "sdpa_causal_long_q", [("q", cq), ("k", ck), ("v", cv)], sdpa(cq, ck, cv, is_causal=True))
+    record(lines, "sdpa_causal_short_q", [("q", ck), ("k", cq), ("v", torch.cat([cv, cv[:, :4]], 1))],
+           sdpa(ck, cq, torch.cat([cv, cv[:, :4]], 1), is_causal=True))
+    keep = torch.rand(7, 19) > 0.3
+    keep[2] = False
+    record(lines, "sdpa_bool_mask", [("q", aq), ("k", ak), ("v", av), ("mask", keep)],
+           sdpa(aq, ak, av, attn_mask=keep))
+    bias = torch.randn(2, 1, 7, 19)
+    bias[:, :, :, 15:] = float("-inf")
+    bias[1, 0, 4] = float("-inf")
+    record(lines, "sdpa_float_mask_scale", [("q", aq), ("k", ak), ("v", av), ("mask", bias)],
+           sdpa(aq, ak, av, attn_mask=bias, scale=0.3))
+    dq, dk, dv = torch.randn(3, 5, 80, dtype=torch.float64), torch.randn(3, 70, 80, dtype=torch.float64), \
+        torch.randn(3, 70, 80, dtype=torch.float64)
+    record(lines, "sdpa_float64_causal", [("q", dq), ("k", dk), ("v", dv)], sdpa(dq, dk, dv, is_causal=True))
+
     header = ["# PyTorch " + torch.__version__ + " outputs for solder's ops; regenerate with",
               "# tools/make_fixtures.py (do not edit by hand)."]
     OUT.parent.mkdir(parents=True, exist_ok=True)

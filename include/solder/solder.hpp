@@ -25,6 +25,8 @@
 #include "expr/rows.hpp"
 #include "expr/view.hpp"
 #include "expr/contract.hpp"
+#include "expr/conv.hpp"
+#include "expr/attention.hpp"
 
 #include "plan/plan.hpp"
 #include "plan/common_reductions.hpp"

@@ -4,6 +4,8 @@
 #include "../plan/common_reductions.hpp"
 #include "eval.hpp"
 #include "host/contract.hpp"
+#include "host/conv.hpp"
+#include "host/attention.hpp"
 
 namespace solder::detail {
 

@@ -147,6 +147,8 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
     int id = x.node(n.name(), cl);
     std::string text = n.name() + "(";
     describe_operands(n, x, k, cl, id, text, std::make_index_sequence<child_count<N>>{});
+    if constexpr (requires { n.options(); })  // an anchor's own arguments (conv2d's stride, ...)
+      if (auto const o = n.options(); !o.empty()) text += ", " + o;
     return {text + ")", id};
   } else if constexpr (N::kind == NodeKind::shared) {
     // Materialized once, by the kernels of its child, however often it is read.

@@ -4,6 +4,7 @@
 // once, from the cache. The epilogue is a function of the kernel's type; the engine's loops
 // are not, so a new epilogue compiles only itself.
 #pragma once
+#include "../../expr/contract.hpp"
 #include "executor.hpp"
 #include "gemm.hpp"
 
