@@ -10,7 +10,7 @@
 #
 # Sets SOLDER_HAVE_CUDA; SOLDER_CUDA_SASS, the architectures machine code is built for (the
 # ptxas checks read each); and the INTERFACE target solder_flags_cuda for the project's .cu
-# files.
+# files (with CUDA's runtime, cuBLAS and cuBLASLt: backend/cuda/contract.hpp).
 include_guard(GLOBAL)
 include(CheckLanguage)
 
@@ -69,7 +69,7 @@ target_compile_options(solder_flags_cuda INTERFACE
   # -Xcompiler=-O2, which comes before nvcc's own -O on g++'s line, and loses). The device code
   # is optimized in full whatever the level.
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<NOT:$<CONFIG:Debug>>>:-O$<IF:$<STREQUAL:$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>,>,2,$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>>>)
-target_link_libraries(solder_flags_cuda INTERFACE solder::solder CUDA::cudart)
+target_link_libraries(solder_flags_cuda INTERFACE solder::solder CUDA::cudart CUDA::cublas CUDA::cublasLt)
 
 # solder_add_cuda_executable(<name> <source> [HOST_OPT <level>] [KERNEL_REPORT]): one .cu file,
 # the project's CUDA flags.

@@ -39,6 +39,7 @@
 #include "backend/cuda/runtime.hpp"
 #include "backend/cuda/evaluators.hpp"
 #include "backend/cuda/executor.hpp"
+#include "backend/cuda/contract.hpp"
 #endif
 #include "backend/assign.hpp"
 #include "backend/eager.hpp"

@@ -236,3 +236,267 @@ TEST_CASE("half and bfloat16: storage types, maths in float, PyTorch's promotion
   auto pf = sd::eval(sd::softmax(sd::cast<float>(h), 1));
   for (int j = 0; j < 33; ++j) CHECK(__half2float(p(0, j)) == __half2float(__float2half(pf(0, j))));
 }
+
+// Contractions on sd::Cuda tensors (backend/cuda/contract.hpp): what is known without a GPU.
+
+namespace {
+
+namespace dc = sd::detail::cuda;
+
+// A sd::Cuda tensor's shape and strides over no memory: what the planner and explain() read
+// (inputs told apart by their address, `tag`), on a machine without a GPU.
+template <int R>
+sd::Tensor<float, R, sd::Cuda> cuda_shape(sd::Index<R> s, std::uintptr_t tag) {
+  return sd::Tensor<float, R, sd::Cuda>::template make_view<R>(nullptr, reinterpret_cast<float*>(tag << 8), s,
+                                                               sd::contiguous_strides<R>(s));
+}
+
+bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
+
+// The expressions' types (never run): how many kernels each is on the GPU and on the host, and
+// which cuBLASLt epilogue takes its rest (DEFAULT: the product alone, one cuBLAS call).
+template <class N>
+constexpr cublasLtEpilogue_t lt_op() {
+  static_assert(dc::lt_epilogue<N>::value);
+  return dc::lt_epilogue<N>::op;
+}
+template <class E>
+constexpr bool lt_whole = dc::lt_epilogue<sd::node_t<E>>::value;
+
+[[maybe_unused]] void contraction_kernel_counts(sd::Tensor<float, 2, sd::Cuda> const& a,
+                                                sd::Tensor<float, 1, sd::Cuda> const& v,
+                                                sd::Tensor<float, 2> const& h,
+                                                sd::Tensor<float, 1> const& hv,
+                                                sd::Tensor<sd::half, 2, sd::Cuda> const& x16,
+                                                sd::Tensor<sd::half, 1, sd::Cuda> const& v16,
+                                                sd::Tensor<double, 1, sd::Cuda> const& v64) {
+  using sd::kernel_count;
+  auto mm = sd::matmul(a, a);
+  static_assert(kernel_count<decltype(mm)> == 1 && lt_op<decltype(mm)>() == CUBLASLT_EPILOGUE_DEFAULT);
+  auto lin = sd::linear(a, a, v);  // matmul + bias: the bias epilogue
+  static_assert(kernel_count<decltype(lin)> == 1 && lt_op<decltype(lin)>() == CUBLASLT_EPILOGUE_BIAS);
+  auto bias_first = v + sd::matmul(a, a);
+  static_assert(kernel_count<decltype(bias_first)> == 1 &&
+                lt_op<decltype(bias_first)>() == CUBLASLT_EPILOGUE_BIAS);
+  auto rl = sd::relu(sd::linear(a, a, v));
+  static_assert(kernel_count<decltype(rl)> == 1 && lt_op<decltype(rl)>() == CUBLASLT_EPILOGUE_RELU_BIAS);
+  auto gl = sd::gelu(sd::linear(a, a, v), sd::tanh_approximation);
+  static_assert(kernel_count<decltype(gl)> == 1 && lt_op<decltype(gl)>() == CUBLASLT_EPILOGUE_GELU_BIAS);
+  auto rm = sd::relu(sd::matmul(a, a));
+  static_assert(kernel_count<decltype(rm)> == 1 && lt_op<decltype(rm)>() == CUBLASLT_EPILOGUE_RELU);
+  auto gm = sd::gelu(sd::mm(a, a), sd::tanh_approximation);
+  static_assert(kernel_count<decltype(gm)> == 1 && lt_op<decltype(gm)>() == CUBLASLT_EPILOGUE_GELU);
+  auto h16 = sd::relu(sd::linear(x16, x16, v16));
+  static_assert(kernel_count<decltype(h16)> == 1 && lt_op<decltype(h16)>() == CUBLASLT_EPILOGUE_RELU_BIAS);
+
+  // Not cuBLASLt's: the product, then one element-wise kernel.
+  auto erf_gelu = sd::gelu(sd::linear(a, a, v));  // the erf form: cuBLASLt's GELU is the tanh one
+  static_assert(!lt_whole<decltype(erf_gelu)> && kernel_count<decltype(erf_gelu)> == 2);
+  auto general = sd::relu(sd::matmul(a, a) * 2.f + a);
+  static_assert(!lt_whole<decltype(general)> && kernel_count<decltype(general)> == 2);
+  auto scaled = sd::matmul(a, a) * 2.f;
+  static_assert(!lt_whole<decltype(scaled)> && kernel_count<decltype(scaled)> == 2);
+  auto matrix_add = sd::matmul(a, a) + a;  // not a vector: no bias
+  static_assert(!lt_whole<decltype(matrix_add)> && kernel_count<decltype(matrix_add)> == 2);
+  auto wide_bias = sd::matmul(a, a) + v64;  // another element type: promoted, no bias
+  static_assert(!lt_whole<decltype(wide_bias)> && kernel_count<decltype(wide_bias)> == 2);
+  auto vector_product = sd::matmul(a, v) + v;  // [M, K] x [K]: the bias would run along M
+  static_assert(!lt_whole<decltype(vector_product)> && kernel_count<decltype(vector_product)> == 2);
+  auto twice = sd::relu(sd::relu(sd::matmul(a, a)));
+  static_assert(!lt_whole<decltype(twice)> && kernel_count<decltype(twice)> == 2);
+  auto operand = sd::matmul(a * 2.f, a);  // an expression operand is materialized first
+  static_assert(kernel_count<decltype(operand)> == 2);
+  auto g16 = sd::matmul(x16, x16) * 2.f;
+  static_assert(kernel_count<decltype(g16)> == 2);
+
+  // The host's engine takes any epilogue: one kernel, as before.
+  auto host_general = sd::relu(sd::matmul(h, h) * 2.f + h);
+  static_assert(kernel_count<decltype(host_general)> == 1);
+  auto host_erf_gelu = sd::gelu(sd::linear(h, h, hv));
+  static_assert(kernel_count<decltype(host_erf_gelu)> == 1);
+  auto host_operand = sd::matmul(h * 2.f, h);  // computed while the engine packs it
+  static_assert(kernel_count<decltype(host_operand)> == 1);
+}
+
+// A cuBLAS or cuBLASLt call as blas_calls makes it, replayed on the host as they compute it:
+// D (column-major) = op(X) op(Y), plus the bias along D's rows, for each of the batch; each
+// call's dims and leading dims checked first.
+struct BlasReplay {
+  float const* bias = nullptr;
+  int calls = 0;
+  bool operator()(dc::BlasProblem const& p, float const* x, float const* y, float* d) {
+    ++calls;
+    auto op_rows = [](dc::BlasMatrix const& m) { return m.op == CUBLAS_OP_N ? m.rows : m.cols; };
+    auto op_cols = [](dc::BlasMatrix const& m) { return m.op == CUBLAS_OP_N ? m.cols : m.rows; };
+    std::int64_t const m = p.d.rows, n = p.d.cols, k = p.k;
+    CHECK(p.d.op == CUBLAS_OP_N);
+    CHECK(op_rows(p.x) == m);
+    CHECK(op_cols(p.x) == k);
+    CHECK(op_rows(p.y) == k);
+    CHECK(op_cols(p.y) == n);
+    CHECK(p.batch >= 1);
+    for (dc::BlasMatrix const* mat : {&p.x, &p.y, &p.d})
+      CHECK(mat->ld >= std::max<std::int64_t>(1, mat->rows));
+    auto at = [](dc::BlasMatrix const& mat, float const* base, std::int64_t i, std::int64_t j) {
+      return mat.op == CUBLAS_OP_N ? base[i + j * mat.ld] : base[j + i * mat.ld];
+    };
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double s = bias ? bias[i] : 0;
+          for (std::int64_t l = 0; l < k; ++l)
+            s += double(at(p.x, x + b * p.x_bs, i, l)) * double(at(p.y, y + b * p.y_bs, l, j));
+          d[b * p.d_bs + i + j * p.d.ld] = static_cast<float>(s);
+        }
+    return true;
+  }
+};
+
+// Runs blas_calls on host tensors through BlasReplay into out; the calls made, or -1 where
+// out's layout was refused. The operands go through readable() as on the GPU.
+template <class TA, class TB, class Out>
+int replay(TA const& a, TB const& b, Out& out, float const* bias = nullptr) {
+  auto const ra = dc::readable<true>(a);
+  auto const rb = dc::readable<false>(b);
+  BlasReplay r{bias};
+  return dc::blas_calls(ra, rb, out, bias != nullptr, r) ? r.calls : -1;
+}
+
+template <class Got, class Want>
+void same_values(Got const& got, Want const& want) {
+  auto g = sd::to_vector(got), w = sd::to_vector(want);
+  REQUIRE(g.size() == w.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i);
+    CHECK(std::abs(double(g[i]) - double(w[i])) <= 1e-5 * (1 + std::abs(double(w[i]))));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("contractions on the GPU: cuBLAS's calls, replayed on the host", "[cuda][host][contract]") {
+  auto a = sd::rand<float>(sd::shape(13, 7), -1.f, 1.f);
+  auto b = sd::rand<float>(sd::shape(7, 5), -1.f, 1.f);
+  auto want = sd::eval(sd::matmul(a, b));
+  SECTION("a row-major output: D = C^T = B^T A^T, one call") {
+    sd::Tensor<float, 2> out(13, 5);
+    CHECK(replay(a, b, out) == 1);
+    same_values(out, want);
+  }
+  SECTION("a column-major output (a transposed view): D = C") {
+    sd::Tensor<float, 2> store(5, 13);
+    auto out = sd::transpose(store, 0, 1);
+    CHECK(replay(a, b, out) == 1);
+    same_values(out, want);
+    auto bias = sd::rand<float>(sd::shape(5), -1.f, 1.f);  // along C's rows: refused
+    CHECK(replay(a, b, out, bias.data()) == -1);
+  }
+  SECTION("rows of a wider tensor: the leading dim is its row") {
+    sd::Tensor<float, 2> store(13, 9);
+    auto out = sd::narrow(store, 1, 2, 5);
+    CHECK(replay(a, b, out) == 1);
+    same_values(out, want);
+  }
+  SECTION("an output with no contiguous dim is refused") {
+    sd::Tensor<float, 2> store(13, 10);
+    auto out = sd::slice(store, 1, 0, 10, 2);
+    CHECK(replay(a, b, out) == -1);
+  }
+  SECTION("transposed, sliced, expanded operands") {
+    auto at = sd::eval(sd::transpose(a, 0, 1));  // [7, 13]
+    auto bw = sd::rand<float>(sd::shape(7, 11), -1.f, 1.f);
+    auto ta = sd::transpose(at, 0, 1);           // a, read with op T
+    auto nb = sd::narrow(bw, 1, 3, 5);           // leading dim 11
+    auto sb = sd::slice(bw, 1, 0, 10, 2);        // no unit stride: copied
+    auto eb = sd::expand(sd::narrow(bw, 1, 0, 1), {7, 5});  // stride 0: copied
+    CHECK(dc::readable<false>(sb).is_contiguous());
+    CHECK(dc::readable<false>(eb).is_contiguous());
+    CHECK(dc::readable<true>(ta).data() == ta.data());  // read in place
+    CHECK(dc::readable<false>(nb).data() == nb.data());
+    auto check_right = [&](auto const& right) {
+      sd::Tensor<float, 2> out(13, 5);
+      CHECK(replay(ta, right, out) == 1);
+      same_values(out, sd::eval(sd::matmul(a, right)));
+    };
+    check_right(nb);
+    check_right(sb);
+    check_right(eb);
+  }
+  SECTION("vectors: rows and columns") {
+    auto u = sd::rand<float>(sd::shape(7), -1.f, 1.f);
+    auto w = sd::rand<float>(sd::shape(13), -1.f, 1.f);
+    sd::Tensor<float, 0> dot(sd::Index<0>{});
+    CHECK(replay(u, u, dot) == 1);
+    same_values(dot, sd::eval(sd::matmul(u, u)));
+    sd::Tensor<float, 1> mv(13), vm(5), wa(7);
+    CHECK(replay(a, u, mv) == 1);
+    same_values(mv, sd::eval(sd::matmul(a, u)));
+    CHECK(replay(u, b, vm) == 1);
+    same_values(vm, sd::eval(sd::matmul(u, b)));
+    CHECK(replay(w, a, wa) == 1);
+    same_values(wa, sd::eval(sd::matmul(w, a)));
+  }
+  SECTION("batches: one call where they are one stride apart, else one each") {
+    auto x = sd::rand<float>(sd::shape(3, 13, 7), -1.f, 1.f);
+    sd::Tensor<float, 3> one(3, 13, 5);
+    CHECK(replay(x, b, one) == 1);  // b broadcast: batch stride 0
+    same_values(one, sd::eval(sd::matmul(x, b)));
+    auto y4 = sd::rand<float>(sd::shape(4, 1, 13, 7), -1.f, 1.f);
+    auto z3 = sd::rand<float>(sd::shape(3, 7, 5), -1.f, 1.f);
+    sd::Tensor<float, 4> each(4, 3, 13, 5);
+    CHECK(replay(y4, z3, each) == 12);  // [4, 1] with [3]: no one stride
+    same_values(each, sd::eval(sd::matmul(y4, z3)));
+    auto mb = sd::rand<float>(sd::shape(13, 3, 7), -1.f, 1.f);  // batches inside rows
+    auto xb = sd::permute(mb, {1, 0, 2});
+    sd::Tensor<float, 3> store(13, 3, 5);
+    auto ob = sd::permute(store, {1, 0, 2});  // an output whose batches lie in its rows too
+    CHECK(replay(xb, z3, ob) == 1);
+    same_values(ob, sd::eval(sd::matmul(xb, z3)));
+  }
+  SECTION("a bias along the output's last dim") {
+    auto bias = sd::rand<float>(sd::shape(5), -1.f, 1.f);
+    sd::Tensor<float, 2> out(13, 5);
+    CHECK(replay(a, b, out, bias.data()) == 1);
+    same_values(out, sd::eval(sd::matmul(a, b) + bias));
+  }
+}
+
+TEST_CASE("contractions on the GPU: explain() counts the product and the rest apart",
+          "[cuda][host][contract]") {
+  auto x = cuda_shape<2>({33, 20}, 1);
+  auto w = cuda_shape<2>({17, 20}, 2);
+  auto b = cuda_shape<1>({17}, 3);
+  auto r = cuda_shape<2>({33, 17}, 4);
+  std::string const one = sd::explain(sd::relu(sd::linear(x, w, b)));
+  INFO(one);
+  CHECK(contains(one, "solder plan: 1 kernel (eager: 3)"));
+  CHECK(contains(one, "kernel 0: contraction kernel (the element-wise rest is its epilogue)"));
+  std::string const two = sd::explain(sd::relu(sd::linear(x, w) * 2.f + r));
+  INFO(two);
+  CHECK(contains(two, "solder plan: 2 kernels"));
+  CHECK(contains(two, "kernel 0: contraction kernel"));
+  CHECK(contains(two, "break: materialized because the element-wise rest runs after the product: "
+                      "cuBLAS does not take this epilogue"));
+  CHECK(contains(two, "kernel 1: element-wise kernel over [33, 17] float32"));
+  CHECK(contains(two, "relu(add(mul(#0, 2), in"));
+  std::string const erf = sd::explain(sd::gelu(sd::linear(x, w, b)));
+  CHECK(contains(erf, "solder plan: 2 kernels"));
+  // A product broadcast in its rest: stored first, as on the host.
+  auto row = cuda_shape<2>({1, 20}, 5);
+  std::string const wide = sd::explain(sd::matmul(row, sd::transpose(w, 0, 1)) + r);
+  INFO(wide);
+  CHECK(contains(wide, "solder plan: 2 kernels"));
+  CHECK(contains(wide, "(run-time break)"));
+}
+
+TEST_CASE("TF32 for float products: off unless allowed", "[cuda][host][contract]") {
+  CHECK_FALSE(sd::cuda::tf32_allowed());
+  CHECK(dc::blas_compute<float>() == CUBLAS_COMPUTE_32F);
+  sd::cuda::allow_tf32(true);
+  CHECK(dc::blas_compute<float>() == CUBLAS_COMPUTE_32F_FAST_TF32);
+  CHECK(dc::blas_compute<double>() == CUBLAS_COMPUTE_64F);
+  CHECK(dc::blas_compute<sd::half>() == CUBLAS_COMPUTE_32F);
+  CHECK(dc::blas_compute<sd::bfloat16>() == CUBLAS_COMPUTE_32F);
+  sd::cuda::allow_tf32(false);
+  CHECK(dc::blas_compute<float>() == CUBLAS_COMPUTE_32F);
+}

@@ -12,6 +12,8 @@ namespace solder::detail {
 namespace cuda {
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root);  // backend/cuda/executor.hpp (nvcc only)
+template <class OutTensor, class N>
+void run_contraction(OutTensor& out, N const& root);  // backend/cuda/contract.hpp (nvcc only)
 }  // namespace cuda
 
 // Opens the scope of Materialized (eval.hpp) for the outermost kernel of an assignment.
@@ -50,8 +52,8 @@ void run_kernel(OutTensor& out, N const& root) {
     else host::run_kernel(out, root);
 #endif
   } else {
-    static_assert(!has_anchor<N>(), "solder: matmul / linear on sd::Cuda tensors: not available yet");
-    cuda::run_kernel(out, root);
+    if constexpr (has_anchor<N>()) cuda::run_contraction(out, root);
+    else cuda::run_kernel(out, root);
   }
 }
 

@@ -518,6 +518,26 @@ materialized_t<N> materialize_once(N const& n) {
   }
 }
 
+// An operand of a contraction in memory, for the engines that read it there: a tensor as it
+// is, a view of its child's result (no copy), anything else materialized (its own kernels).
+template <class C>
+auto in_memory(C const& c) {
+  if constexpr (C::kind == NodeKind::leaf) return c.tensor;
+  else if constexpr (C::kind == NodeKind::view) return c.apply(materialize_once(c.input));
+  else return materialize_once(c);
+}
+
+// Places a kernel's TileEval on the whole product, stored: read as any tensor broadcast into
+// the kernel (the host's run-time break, and the GPU's element-wise rest after cuBLAS).
+template <class T, int D>
+struct StoredSetter {
+  LeafEval<T, D> leaf;
+  void tile(TileEval<T, D>& t) const {
+    static_cast<LeafEval<T, D>&>(t) = leaf;
+    t.off = 0;
+  }
+};
+
 // A reduction fused into the kernel: its input is evaluated in the input's own index space.
 template <int D, bool Split, class Root = void, bool InReduce = false, class N>
 auto make_reduce_eval(N const& n, Temps& temps) {
@@ -575,7 +595,7 @@ auto make_node_eval(N const& n, Index<D> const& dom, Temps& temps) {
     auto e = make_node_eval<D, InReduce, Split, Root, false>(n, dom, temps);
     return wrap_shared<typename evals_of<Root>::template recall<decltype(e)>>(e);
   } else if constexpr (is_anchor<N, D, InReduce, Root>()) {
-    return TileEval<typename N::value_type, D>{};
+    return TileEval<canonical_t<typename N::value_type>, D>{};  // (canonical: see dtype.hpp)
   } else if constexpr (is_break<N, D, InReduce, Split>() || N::kind == NodeKind::shared) {
     return read_materialized<D>(materialize_once(n), dom, temps);
   } else if constexpr (N::kind == NodeKind::leaf) {

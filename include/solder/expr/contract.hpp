@@ -76,8 +76,9 @@ constexpr bool check_matmul_extents() {
 template <auto EA, auto EB>
 constexpr auto matmul_extents() {
   constexpr auto s = matmul_shape(extents_array<EA>(), extents_array<EB>());
-  Extents<static_cast<int>(s.size())> e{};
-  for (std::size_t i = 0; i < s.size(); ++i) e.e[i] = s[i];
+  constexpr int R = static_cast<int>(s.size());
+  Extents<R> e{};
+  for (int i = 0; i < R; ++i) e.e[i] = s[i];  // (int: nvcc warns of an unsigned i < 0 for R = 0)
   return e;
 }
 
@@ -94,8 +95,12 @@ struct Contract : detail::ExprTag {
   static_assert(std::is_same_v<typename A::value_type, typename B::value_type>,
                 "solder: matmul: the operands' element types differ (PyTorch refuses it too): "
                 "cast one with sd::cast<T>");
-  static_assert(std::is_same_v<value_type, float> || std::is_same_v<value_type, double>,
-                "solder: matmul: float and double operands only");
+  // 16-bit floats: on sd::Cuda tensors only (cuBLAS, with float accumulation); the host's
+  // GEMM engine computes in float and double.
+  static_assert(std::is_same_v<value_type, float> || std::is_same_v<value_type, double> ||
+                    (detail::is_half_v<value_type> && std::is_same_v<device_type, Cuda>),
+                "solder: matmul: float and double operands only (sd::half and sd::bfloat16 on "
+                "sd::Cuda tensors)");
   static_assert(detail::devices_agree<typename A::device_type, typename B::device_type>(),
                 "solder: matmul: operands live on different devices (sd::Host and sd::Cuda)");
   static_assert(detail::check_matmul_extents<A::static_extents, B::static_extents>());
@@ -109,7 +114,8 @@ struct Contract : detail::ExprTag {
   Index<rank> shape_;
 
   Contract(A x, B y, char const* name) : a(std::move(x)), b(std::move(y)), op(name) {
-    auto const &sa = a.shape(), &sb = b.shape();
+    auto const& sa = a.shape();  // (one declaration each: their types differ, which nvcc refuses)
+    auto const& sb = b.shape();
     std::int64_t ka = sa[A::rank - 1], kb = B::rank > 1 ? sb[B::rank - 2] : sb[0];
     constexpr int batch = rank - (A::rank > 1) - (B::rank > 1);
     bool ok = ka == kb;

@@ -21,6 +21,7 @@ struct KernelInfo {
   std::string split_reason;  // why its reductions run as kernels of their own (run-time break)
   int fused = 0;
   bool anchored = false;  // the kernel is a contraction, the rest its epilogue (has_anchor)
+  std::string apart;      // why its anchor is a kernel of its own instead (fused_epilogue)
   std::int64_t read = 0, written = 0;
   std::set<void const*> inputs;  // counted once per kernel however often they are used
   std::map<std::uint64_t, int> reductions;  // reduce id -> label number, for reuse (rule 4)
@@ -85,8 +86,10 @@ std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, in
     if (made != x.materialized.end()) {
       producer = made->second;
     } else {
+      bool const anchor = N::kind == NodeKind::contract && !InReduce && N::rank == D;
       producer = plan_kernel(n, x, Split ? n.name() + ": " + k.split_reason + " (run-time break)"
-                                         : break_reason<N, D, InReduce>());
+                                   : anchor && !k.apart.empty() ? k.apart
+                                                                : break_reason<N, D, InReduce>());
       x.materialized[n.id] = producer;
     }
     k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
@@ -211,6 +214,8 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   Lines<D> const& lines = config.lines;
   bool agree = split == RunTimeBreak::none;
   k.anchored = has_anchor<N>() && agree;
+  if constexpr (has_anchor<N>() && !fused_epilogue<N>())
+    if (k.anchored) k.anchored = false, k.apart = device_rules<rules_device<N>>::unfused_epilogue;
   switch (split) {
     case RunTimeBreak::disagree:
       k.split_reason = "the kernel's reductions are broadcast along different dims for these shapes";

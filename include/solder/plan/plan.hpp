@@ -115,12 +115,23 @@ constexpr bool is_anchor() {
 
 template <class Device>
 struct device_rules;
+// The device whose rules apply to N (a node over no tensor: the host's).
+template <class N>
+using rules_device =
+    std::conditional_t<std::is_void_v<typename N::device_type>, Host, typename N::device_type>;
 // Whether a contraction's left operand C is computed while the engine packs it (prologue
 // fusion): element-wise maths over tensors, on a device whose engine does it.
 template <class C, class Device>
 constexpr bool fused_prologue() {
   if constexpr (C::kind != NodeKind::map) return false;
   else return device_rules<Device>::fuses_prologue && elementwise_only<C>();
+}
+// Whether the kernel rooted at N, anchored by a contraction (has_anchor), computes its
+// element-wise rest as the contraction's epilogue, in one kernel; else the rest is a kernel of
+// its own after the product (device_rules: the host's engine takes any epilogue, cuBLAS some).
+template <class N>
+constexpr bool fused_epilogue() {
+  return device_rules<rules_device<N>>::template fuses_epilogue<N>();
 }
 
 template <class N>
@@ -160,7 +171,8 @@ constexpr int kernels_of() {
     return 1 + kernels_below<child_t<N>, child_t<N>::rank, true>();
   else if constexpr (N::kind == NodeKind::contract)
     return 1 + contraction_operand_kernels<N>(std::make_index_sequence<child_count<N>>{});
-  else return 1 + kernels_below<N, N::rank, false>() - (has_anchor<N>() ? 1 : 0);
+  else
+    return 1 + kernels_below<N, N::rank, false>() - (has_anchor<N>() && fused_epilogue<N>() ? 1 : 0);
 }
 
 template <class N, int D, bool InReduce>
@@ -423,6 +435,10 @@ template <class Device>
 struct device_rules {
   static constexpr bool may_split = false;  // whether split() can break a kernel
   static constexpr bool fuses_prologue = true;  // see fused_prologue
+  template <class N>
+  static constexpr bool fuses_epilogue() {  // see fused_epilogue
+    return true;
+  }
   template <int D, class N>
   static RunTimeBreak split(N const&, Lines<D> const&, Index<D> const&) {
     return RunTimeBreak::none;
@@ -504,8 +520,7 @@ constexpr int first_naxes() {
 template <class N>
 constexpr bool may_split() {
   constexpr int D = N::rank;
-  using Device = std::conditional_t<std::is_void_v<typename N::device_type>, Host,
-                                    typename N::device_type>;
+  using Device = rules_device<N>;
   if constexpr (!has_fused_reduce<N, D, false>()) {
     return false;
   } else if constexpr (device_rules<Device>::may_split) {

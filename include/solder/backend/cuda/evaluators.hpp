@@ -310,6 +310,8 @@ template <class Ev>
 inline constexpr int line_loads = 0;
 template <class T, int D>
 inline constexpr int line_loads<LeafEval<T, D>> = 1;
+template <class T, int D>
+inline constexpr int line_loads<TileEval<T, D>> = 1;
 template <class Op, class C, int D, class... E>
 inline constexpr int line_loads<MapEval<Op, C, D, E...>> = (0 + ... + line_loads<E>);
 template <class Ev>

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cub/device/device_reduce.cuh>
 
+#include "epilogue.hpp"
 #include "evaluators.hpp"
 #include "runtime.hpp"
 
@@ -91,6 +92,8 @@ template <class T, int D>
 inline constexpr bool elementwise_eval<LeafEval<T, D>> = true;
 template <class T, int D>
 inline constexpr bool elementwise_eval<ScalarEval<T, D>> = true;
+template <class T, int D>
+inline constexpr bool elementwise_eval<TileEval<T, D>> = true;  // a stored product (contract.hpp)
 template <class Op, class C, int D, class... E>
 inline constexpr bool elementwise_eval<MapEval<Op, C, D, E...>> = (true && ... && elementwise_eval<E>);
 
@@ -586,6 +589,14 @@ template <>
 struct device_rules<Cuda> {
   static constexpr bool may_split = true;
   static constexpr bool fuses_prologue = false;  // contractions read their operands from memory
+  // cuBLASLt's own epilogues (epilogue.hpp); any other rest runs after the product, as an
+  // element-wise kernel that reads it (backend/cuda/contract.hpp).
+  template <class N>
+  static constexpr bool fuses_epilogue() {
+    return N::kind == NodeKind::contract || cuda::lt_epilogue<N>::value;
+  }
+  static constexpr char const* unfused_epilogue =
+      "the element-wise rest runs after the product: cuBLAS does not take this epilogue";
   // Fewer lines than this, with a fold of at least long_line_min values: a block per line
   // would use fewer than 1 in 16 of an H100's blocks.
   static constexpr std::int64_t few_lines = 64;

@@ -10,15 +10,6 @@
 
 namespace solder::detail::host {
 
-// An operand of a contraction in memory: a tensor as it is, a view of its child's result (no
-// copy), anything else materialized (its own kernels).
-template <class C>
-auto in_memory(C const& c) {
-  if constexpr (C::kind == NodeKind::leaf) return c.tensor;
-  else if constexpr (C::kind == NodeKind::view) return c.apply(materialize_once(c.input));
-  else return materialize_once(c);
-}
-
 // Where an anchor's output blocks lie: a block's rows and columns run along the output axes row
 // and col (-1 where the anchor has none: a vector operand), its batch number over the batch
 // axes before them.
@@ -44,7 +35,8 @@ struct ProductLayout : BlockLayout<D> {
   template <class TA, class TB>
   ProductLayout(TA const& a, TB const& b, Index<D> const& out) {
     constexpr int RA = TA::rank, RB = TB::rank;
-    auto const &sa = a.shape(), &ta = a.strides(), &sb = b.shape(), &tb = b.strides();
+    auto const &sa = a.shape(), &ta = a.strides();  // (apart from b's: nvcc refuses one auto
+    auto const &sb = b.shape(), &tb = b.strides();  // declaration of two types)
     this->shape = out;
     batch_dims = D - (RA > 1) - (RB > 1);
     k = sa[RA - 1];
@@ -93,15 +85,6 @@ struct BlockSetter {
     if (col >= 0) t.st[col] = 1;
     t.step = 1;
     t.off = dot<D>(origin, t.st);
-  }
-};
-// Places it on the whole product, stored: read as any tensor broadcast into the kernel.
-template <class T, int D>
-struct StoredSetter {
-  LeafEval<T, D> leaf;
-  void tile(TileEval<T, D>& t) const {
-    static_cast<LeafEval<T, D>&>(t) = leaf;
-    t.off = 0;
   }
 };
 
