@@ -291,3 +291,38 @@ TEST_CASE("scaled_dot_product_attention matches PyTorch", "[torch][attention]") 
   static_assert(sd::kernel_count<decltype(fused)> == 1);
   check("sdpa_float64_causal", sd::eval(fused), 0);
 }
+
+// Convolution sums K = C_in * kH * kW products in another order than PyTorch's: within 1e-5 of
+// it (values of magnitude 1 to 10); the pools take a max (exact, NaN included) or a mean of a
+// few values (within 1e-6).
+TEST_CASE("convolution and pooling match PyTorch", "[torch][conv]") {
+  auto const& c = get("conv2d_bias_relu");
+  auto x = input<float, 4>(c, "x");
+  auto w = input<float, 4>(c, "w");
+  check("conv2d_bias_relu", sd::eval(sd::relu(sd::conv2d(x, w, input<float, 1>(c, "b"), {.padding = 1}))), 64, 1e-5);
+  check("conv2d_stride_dilation",
+        sd::eval(sd::conv2d(x, w, {.stride = {2, 1}, .padding = {2, 1}, .dilation = {2, 1}})), 64, 1e-5);
+  auto const& g = get("conv2d_groups2");
+  auto gx = input<float, 4>(g, "x");
+  check("conv2d_groups2", sd::eval(sd::conv2d(gx, input<float, 4>(g, "w"), {.padding = 1, .groups = 2})), 64, 1e-5);
+  auto const& d = get("conv2d_depthwise_mult2");
+  check("conv2d_depthwise_mult2",
+        sd::eval(sd::conv2d(gx, input<float, 4>(d, "w"), {.stride = 2, .padding = 1, .groups = 4})), 64, 1e-5);
+  auto const& s = get("conv2d_stem");
+  check("conv2d_stem",
+        sd::eval(sd::conv2d(input<float, 4>(s, "x"), input<float, 4>(s, "w"), {.stride = 2, .padding = 3})), 64, 1e-5);
+  auto const& p = get("conv2d_1x1");
+  check("conv2d_1x1", sd::eval(sd::conv2d(input<float, 4>(p, "x"), input<float, 4>(p, "w"))), 64, 1e-5);
+  auto const& r = get("conv2d_bn_residual_relu");
+  auto fused = sd::relu(sd::conv2d(x, w, {.padding = 1}) * input<float, 4>(r, "scale") + input<float, 4>(r, "shift") +
+                        input<float, 4>(r, "res"));
+  static_assert(sd::kernel_count<decltype(fused)> == 1);
+  check("conv2d_bn_residual_relu", sd::eval(fused), 64, 1e-5);
+  auto const& m = get("max_pool2d_stem");
+  check("max_pool2d_stem", sd::eval(sd::max_pool2d(input<float, 4>(m, "x"), 3, {.stride = 2, .padding = 1})), 0);
+  check("avg_pool2d_ceil_pad", sd::eval(sd::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .ceil_mode = true})), 8, 1e-6);
+  check("avg_pool2d_exclude_pad",
+        sd::eval(sd::avg_pool2d(x, {3, 2}, {.stride = {2, 1}, .padding = 1, .ceil_mode = true, .count_include_pad = false})),
+        8, 1e-6);
+  check("adaptive_avg_pool2d_3x4", sd::eval(sd::adaptive_avg_pool2d(x, {3, 4})), 8, 1e-6);
+}

@@ -142,6 +142,31 @@ def main():
         torch.randn(3, 70, 80, dtype=torch.float64)
     record(lines, "sdpa_float64_causal", [("q", dq), ("k", dk), ("v", dv)], sdpa(dq, dk, dv, is_causal=True))
 
+    # Convolution and pooling (appended: the cases above keep their data).
+    cx, cw, cb = torch.randn(2, 3, 7, 9), torch.randn(5, 3, 3, 3), torch.randn(5)
+    record(lines, "conv2d_bias_relu", [("x", cx), ("w", cw), ("b", cb)], torch.relu(F.conv2d(cx, cw, cb, padding=1)))
+    record(lines, "conv2d_stride_dilation", [("x", cx), ("w", cw)],
+           F.conv2d(cx, cw, stride=(2, 1), padding=(2, 1), dilation=(2, 1)))
+    gx, gw = torch.randn(2, 4, 8, 8), torch.randn(6, 2, 3, 3)
+    record(lines, "conv2d_groups2", [("x", gx), ("w", gw)], F.conv2d(gx, gw, padding=1, groups=2))
+    dw = torch.randn(8, 1, 3, 3)
+    record(lines, "conv2d_depthwise_mult2", [("x", gx), ("w", dw)], F.conv2d(gx, dw, stride=2, padding=1, groups=4))
+    sx, sw = torch.randn(1, 3, 20, 20), torch.randn(4, 3, 7, 7)
+    record(lines, "conv2d_stem", [("x", sx), ("w", sw)], F.conv2d(sx, sw, stride=2, padding=3))
+    px, pw = torch.randn(2, 8, 5, 6), torch.randn(4, 8, 1, 1)
+    record(lines, "conv2d_1x1", [("x", px), ("w", pw)], F.conv2d(px, pw))
+    scale, shift, res = torch.rand(1, 5, 1, 1) + 0.5, torch.randn(1, 5, 1, 1), torch.randn(2, 5, 7, 9)
+    record(lines, "conv2d_bn_residual_relu",
+           [("x", cx), ("w", cw), ("scale", scale), ("shift", shift), ("res", res)],
+           torch.relu(F.conv2d(cx, cw, padding=1) * scale + shift + res))
+    qx = torch.randn(2, 3, 7, 9)
+    qx[0, 1, 2, 3] = float("nan")
+    record(lines, "max_pool2d_stem", [("x", qx)], F.max_pool2d(qx, 3, stride=2, padding=1))
+    record(lines, "avg_pool2d_ceil_pad", [("x", cx)], F.avg_pool2d(cx, 3, stride=2, padding=1, ceil_mode=True))
+    record(lines, "avg_pool2d_exclude_pad", [("x", cx)],
+           F.avg_pool2d(cx, (3, 2), stride=(2, 1), padding=1, ceil_mode=True, count_include_pad=False))
+    record(lines, "adaptive_avg_pool2d_3x4", [("x", cx)], F.adaptive_avg_pool2d(cx, (3, 4)))
+
     header = ["# PyTorch " + torch.__version__ + " outputs for solder's ops; regenerate with",
               "# tools/make_fixtures.py (do not edit by hand)."]
     OUT.parent.mkdir(parents=True, exist_ok=True)
