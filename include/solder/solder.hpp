@@ -27,6 +27,7 @@
 #include "expr/contract.hpp"
 #include "expr/conv.hpp"
 #include "expr/attention.hpp"
+#include "expr/embedding.hpp"
 
 #include "plan/plan.hpp"
 #include "plan/common_reductions.hpp"

@@ -6,6 +6,7 @@
 #include "host/contract.hpp"
 #include "host/conv.hpp"
 #include "host/attention.hpp"
+#include "host/embedding.hpp"
 
 namespace solder::detail {
 
