@@ -18,15 +18,21 @@ void chain(float const* x, float* y, std::int64_t n) {
   }
 }
 
+// The largest of a row's n values: the first pass of both row peers.
+static float row_max(float const* xr, std::int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (std::int64_t j = 0; j < n; ++j) m = std::max(m, xr[j]);
+  return m;
+}
+
 // Three passes per row, as one writes it by hand: max, exp + sum (stored), scale.
 void softmax_rows(float const* x, float* y, std::int64_t rows, std::int64_t cols) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     float const* xr = x + r * cols;
     float* yr = y + r * cols;
-    float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-    for (std::int64_t j = 0; j < cols; ++j) m = std::max(m, xr[j]);
+    float const m = row_max(xr, cols);
     float s = 0.f;
 #pragma omp simd reduction(+ : s)
     for (std::int64_t j = 0; j < cols; ++j) {
@@ -47,9 +53,7 @@ void log_softmax_rows(float const* x, float* y, std::int64_t rows, std::int64_t 
   for (std::int64_t r = 0; r < rows; ++r) {
     float const* xr = x + r * cols;
     float* yr = y + r * cols;
-    float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-    for (std::int64_t j = 0; j < cols; ++j) m = std::max(m, xr[j]);
+    float const m = row_max(xr, cols);
     float s = 0.f;
 #pragma omp simd reduction(+ : s)
     for (std::int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);

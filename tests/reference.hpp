@@ -468,6 +468,20 @@ constexpr double eps() {
 inline constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double inf = std::numeric_limits<double>::infinity();
 
+// Whether s holds `what`.
+inline bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
+
+// The message of the sd::Error that f() throws, or "no error".
+template <class F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (sd::Error const& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 // Evaluates e; checks that kernel_count, explain() and the kernels run agree; returns the result.
 template <class E>
 auto run_counted(E const& e) {

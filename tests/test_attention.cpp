@@ -9,12 +9,11 @@
 
 namespace sd = solder;
 using ref::Array;
+using ref::contains;
 using ref::run_counted;
 using ref::Shape;
 
 namespace {
-
-bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
 
 // Element (r, c) of the matrix of output batch index bi (right-aligned, extent 1 broadcast) of
 // an array of rank >= 1 whose last two dims (one, for a rank-1 mask) are rows and columns.
@@ -96,16 +95,6 @@ void check_attention(TT const& got, Expect const& e, std::string const& what) {
 }
 
 double default_scale(std::int64_t e) { return 1 / std::sqrt(static_cast<double>(e)); }
-
-template <class F>
-std::string message(F&& f) {
-  try {
-    f();
-  } catch (sd::Error const& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 
@@ -339,22 +328,22 @@ TEST_CASE("attention refuses shapes PyTorch refuses, naming the op and the shape
   auto q = ref::uniform<float>(-1, 1, 2, 4, 8);
   auto k = ref::uniform<float>(-1, 1, 2, 5, 8);
   auto v = ref::uniform<float>(-1, 1, 2, 5, 6);
-  std::string m = message([&] { (void)sd::scaled_dot_product_attention(q, ref::uniform<float>(-1, 1, 2, 5, 7), v); });
+  std::string m = ref::error_message([&] { (void)sd::scaled_dot_product_attention(q, ref::uniform<float>(-1, 1, 2, 5, 7), v); });
   CHECK(contains(m, "scaled_dot_product_attention"));
   CHECK(contains(m, "[2, 4, 8]"));
   CHECK(contains(m, "[2, 5, 7]"));
   CHECK(contains(m, "last dims (E) differ"));
-  CHECK(contains(message([&] { (void)sd::scaled_dot_product_attention(q, k, ref::uniform<float>(-1, 1, 2, 6, 6)); }),
+  CHECK(contains(ref::error_message([&] { (void)sd::scaled_dot_product_attention(q, k, ref::uniform<float>(-1, 1, 2, 6, 6)); }),
                  "sequence dims (S"));
-  CHECK(contains(message([&] { (void)sd::scaled_dot_product_attention(q, ref::uniform<float>(-1, 1, 3, 5, 8), v); }),
+  CHECK(contains(ref::error_message([&] { (void)sd::scaled_dot_product_attention(q, ref::uniform<float>(-1, 1, 3, 5, 8), v); }),
                  "do not broadcast"));
   auto keep = ref::uniform<bool>(0, 1, 4, 5);
-  std::string both = message([&] { (void)sd::scaled_dot_product_attention(q, k, v, keep, {.is_causal = true}); });
+  std::string both = ref::error_message([&] { (void)sd::scaled_dot_product_attention(q, k, v, keep, {.is_causal = true}); });
   CHECK(contains(both, "attn_mask should not be set when is_causal"));
-  std::string mk = message([&] { (void)sd::scaled_dot_product_attention(q, k, v, ref::uniform<bool>(0, 1, 4, 6)); });
+  std::string mk = ref::error_message([&] { (void)sd::scaled_dot_product_attention(q, k, v, ref::uniform<bool>(0, 1, 4, 6)); });
   CHECK(contains(mk, "attn_mask [4, 6]"));
   CHECK(contains(mk, "[2, 4, 5]"));
   // A mask may not add batch dims (PyTorch: "doesn't match the broadcast shape").
-  CHECK(contains(message([&] { (void)sd::scaled_dot_product_attention(q, k, v, ref::uniform<bool>(0, 1, 3, 4, 5)); }),
+  CHECK(contains(ref::error_message([&] { (void)sd::scaled_dot_product_attention(q, k, v, ref::uniform<bool>(0, 1, 3, 4, 5)); }),
                  "may not add batch dims"));
 }

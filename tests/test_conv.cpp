@@ -10,21 +10,10 @@
 
 namespace sd = solder;
 using ref::Array;
+using ref::contains;
 using ref::run_counted;
 
 namespace {
-
-bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
-
-template <class F>
-std::string message(F&& f) {
-  try {
-    f();
-  } catch (sd::Error const& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 struct Geometry {
   std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
@@ -461,31 +450,31 @@ TEST_CASE("convolutions and pools do not depend on the run, and take empty sizes
 TEST_CASE("conv2d and the pools refuse bad shapes and options, naming the op", "[conv][errors]") {
   auto x = ref::uniform<float>(-1, 1, 1, 3, 8, 8);
   auto w = ref::uniform<float>(-1, 1, 4, 2, 3, 3);
-  std::string m = message([&] { (void)sd::conv2d(x, w); });
+  std::string m = ref::error_message([&] { (void)sd::conv2d(x, w); });
   CHECK(contains(m, "conv2d"));
   CHECK(contains(m, "[1, 3, 8, 8]"));
   CHECK(contains(m, "[4, 2, 3, 3]"));
   CHECK(contains(m, "channels"));
   auto w3 = ref::uniform<float>(-1, 1, 4, 3, 3, 3);
-  CHECK(contains(message([&] { (void)sd::conv2d(x, w3, {.groups = 3}); }), "groups=3"));
-  CHECK(contains(message([&] { (void)sd::conv2d(x, w3, {.stride = 0}); }), "stride must be positive"));
-  CHECK(contains(message([&] { (void)sd::conv2d(x, w3, {.dilation = {1, 0}}); }), "dilation must be positive"));
-  CHECK(contains(message([&] { (void)sd::conv2d(x, w3, {.padding = -1}); }), "padding must be non-negative"));
-  CHECK(contains(message([&] { (void)sd::conv2d(x, w3, {.stride = 2, .padding = "same"}); }), "strided"));
-  CHECK(contains(message([&] { (void)sd::conv2d(x, w3, {.padding = "full"}); }), "\"full\""));
+  CHECK(contains(ref::error_message([&] { (void)sd::conv2d(x, w3, {.groups = 3}); }), "groups=3"));
+  CHECK(contains(ref::error_message([&] { (void)sd::conv2d(x, w3, {.stride = 0}); }), "stride must be positive"));
+  CHECK(contains(ref::error_message([&] { (void)sd::conv2d(x, w3, {.dilation = {1, 0}}); }), "dilation must be positive"));
+  CHECK(contains(ref::error_message([&] { (void)sd::conv2d(x, w3, {.padding = -1}); }), "padding must be non-negative"));
+  CHECK(contains(ref::error_message([&] { (void)sd::conv2d(x, w3, {.stride = 2, .padding = "same"}); }), "strided"));
+  CHECK(contains(ref::error_message([&] { (void)sd::conv2d(x, w3, {.padding = "full"}); }), "\"full\""));
   auto big = ref::uniform<float>(-1, 1, 4, 3, 9, 9);
-  CHECK(contains(message([&] { (void)sd::conv2d(x, big); }), "smaller than the kernel"));
+  CHECK(contains(ref::error_message([&] { (void)sd::conv2d(x, big); }), "smaller than the kernel"));
   auto b5 = ref::uniform<float>(-1, 1, 5);
-  std::string mb = message([&] { (void)sd::conv2d(x, w3, b5); });
+  std::string mb = ref::error_message([&] { (void)sd::conv2d(x, w3, b5); });
   CHECK(contains(mb, "bias"));
   CHECK(contains(mb, "[5]"));
 
-  CHECK(contains(message([&] { (void)sd::max_pool2d(x, 3, {.stride = 0}); }),
+  CHECK(contains(ref::error_message([&] { (void)sd::max_pool2d(x, 3, {.stride = 0}); }),
                  "max_pool2d: stride must be positive"));
-  CHECK(contains(message([&] { (void)sd::max_pool2d(x, 0); }), "kernel_size must be positive"));
-  CHECK(contains(message([&] { (void)sd::max_pool2d(x, 3, {.padding = 2}); }), "at most half of kernel_size"));
-  CHECK(contains(message([&] { (void)sd::avg_pool2d(x, {2, 4}, {.padding = {1, 3}}); }), "avg_pool2d: padding"));
-  CHECK(contains(message([&] { (void)sd::max_pool2d(x, 9); }), "too small"));
-  CHECK(contains(message([&] { (void)sd::avg_pool2d(x, 2, {.divisor_override = 0}); }), "divisor_override"));
-  CHECK(contains(message([&] { (void)sd::adaptive_avg_pool2d(x, {-1, 2}); }), "adaptive_avg_pool2d"));
+  CHECK(contains(ref::error_message([&] { (void)sd::max_pool2d(x, 0); }), "kernel_size must be positive"));
+  CHECK(contains(ref::error_message([&] { (void)sd::max_pool2d(x, 3, {.padding = 2}); }), "at most half of kernel_size"));
+  CHECK(contains(ref::error_message([&] { (void)sd::avg_pool2d(x, {2, 4}, {.padding = {1, 3}}); }), "avg_pool2d: padding"));
+  CHECK(contains(ref::error_message([&] { (void)sd::max_pool2d(x, 9); }), "too small"));
+  CHECK(contains(ref::error_message([&] { (void)sd::avg_pool2d(x, 2, {.divisor_override = 0}); }), "divisor_override"));
+  CHECK(contains(ref::error_message([&] { (void)sd::adaptive_avg_pool2d(x, {-1, 2}); }), "adaptive_avg_pool2d"));
 }

@@ -8,11 +8,10 @@
 
 namespace sd = solder;
 using ref::Array;
+using ref::contains;
 using ref::run_counted;
 
 namespace {
-
-bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
 
 // x * 0.999 + 0.001, N times: 2N nested element-wise nodes.
 template <int N, class X>

@@ -10,10 +10,9 @@
 
 namespace sd = solder;
 using ref::Array;
+using ref::contains;
 
 namespace {
-
-bool contains(std::string const& s, std::string const& what) { return s.find(what) != std::string::npos; }
 
 int count_of(std::string const& s, std::string const& what) {
   int n = 0;
