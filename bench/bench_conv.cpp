@@ -253,8 +253,7 @@ struct Pool {
 
 int main(int argc, char** argv) {
   sd::set_num_threads(sb::threads);
-  char const* wait = std::getenv("OMP_WAIT_POLICY");
-  std::printf("OMP_WAIT_POLICY=%s\n", wait ? wait : "(unset)");
+  sb::print_wait_policy();
   add_layer<Epilogue::bn_relu>(layers[0]);
   add_layer<Epilogue::bn_relu>(layers[1]);
   add_layer<Epilogue::bias_relu>(layers[2]);

@@ -233,11 +233,7 @@ int main(int argc, char** argv) {
 #if defined(SOLDER_HAVE_OPENBLAS)
   openblas_set_num_threads(sb::threads);
 #endif
-  char const* wait = std::getenv("OMP_WAIT_POLICY");
-  if (!wait || (std::strcmp(wait, "passive") != 0 && std::strcmp(wait, "PASSIVE") != 0))
-    std::printf(
-        "note: OMP_WAIT_POLICY is not passive: OpenBLAS will share its cores with spinning "
-        "OpenMP threads (see the header of bench_gemm.cpp)\n");
+  sb::print_wait_policy();
   check_all();
 
   for (Problem& p : problems()) {

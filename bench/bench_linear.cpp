@@ -89,9 +89,7 @@ int main(int argc, char** argv) {
 #if defined(SOLDER_HAVE_OPENBLAS)
   openblas_set_num_threads(sb::threads);
 #endif
-  char const* wait = std::getenv("OMP_WAIT_POLICY");
-  std::printf("OMP_WAIT_POLICY=%s%s\n", wait ? wait : "(unset)",
-              wait ? "" : ": run with OMP_WAIT_POLICY=passive for OpenBLAS at its best");
+  sb::print_wait_policy();
   auto& d = data();
   auto fused = sd::relu(sd::linear(d.x, d.w, d.b));
   static_assert(sd::kernel_count<decltype(fused)> == 1);

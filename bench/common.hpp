@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace solder_bench {
@@ -39,6 +40,16 @@ inline constexpr char const* isa = avx512 ? "AVX-512"
                                           : "SSE2";
 #endif
 inline constexpr int threads = 2;  // every comparison runs on 2 threads (sd, OpenMP, Eigen)
+
+// Prints OMP_WAIT_POLICY, with a note unless it is passive: libgomp reads it before main, and its
+// threads spinning between parallel regions take the cores of a library with threads of its own
+// (OpenBLAS, oneDNN) and slow it down, so a peer is at its best only with passive waiting.
+inline void print_wait_policy() {
+  char const* wait = std::getenv("OMP_WAIT_POLICY");
+  bool const passive = wait && (std::string_view(wait) == "passive" || std::string_view(wait) == "PASSIVE");
+  std::printf("OMP_WAIT_POLICY=%s%s\n", wait ? wait : "(unset)",
+              passive ? "" : ": run with OMP_WAIT_POLICY=passive for the peers at their best");
+}
 
 inline benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b,
                                                  benchmark::TimeUnit unit) {
