@@ -56,6 +56,22 @@ void close(A const& device, B const& host, double rel) {
   }
 }
 
+// As close, with each element's bound scaled by a magnitude (sum |x| for a sum, whose value
+// may cancel to near 0 while its rounding grows with the terms): |device - host| <= rel (1 + mag).
+template <class A, class B, class M>
+void close(A const& device, B const& host, M const& magnitude, double rel) {
+  auto d = sd::to_vector(device);
+  auto h = sd::to_vector(host);
+  auto m = sd::to_vector(magnitude);
+  REQUIRE(d.size() == h.size());
+  REQUIRE(m.size() == h.size());
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    double dv = static_cast<double>(d[i]), hv = static_cast<double>(h[i]);
+    INFO("element " << i << ": device " << dv << ", host " << hv << ", magnitude " << m[i]);
+    CHECK(std::abs(dv - hv) <= rel * (1 + std::abs(static_cast<double>(m[i]))));
+  }
+}
+
 // Applies f to the host tensors and to their device copies and compares bit for bit.
 template <class F, class... H>
 void same_on_both(F const& f, H const&... host) {

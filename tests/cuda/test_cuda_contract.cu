@@ -162,8 +162,9 @@ TEST_CASE("matmul: vectors, batches, broadcast batch dims", "[gpu][contract]") {
   auto rhs = host_rand<float>(3, 67, 129);
   product_on_both(mm, big, rhs, 67);
   auto inner = host_rand<float>(5, 6, 7);  // batches inside the rows: [6, 5, 7] permuted
+  auto right = host_rand<float>(6, 7, 3);
   product_on_both([](auto const& x, auto const& y) { return sd::matmul(sd::permute(x, {1, 0, 2}), y); },
-                  inner, x3, 7);
+                  inner, right, 7);
   CHECK(sd::matmul(v.to<sd::Cuda>(), w.to<sd::Cuda>()).item() ==
         Approx(sd::matmul(v, w).item()).epsilon(1e-5));
 }
@@ -333,10 +334,13 @@ TEMPLATE_TEST_CASE("half and bfloat16 operands accumulate in float", "[gpu][cont
   static_assert(std::is_same_v<typename decltype(p)::value_type, H>);
   within(counted(p, 1), sd::eval(sd::matmul(xf, sd::transpose(wf, 0, 1))), mag, dot, 2 * u);
 
-  auto const lin = sd::relu(sd::linear(dx, dw, db));  // cuBLASLt's RELU_BIAS, its bias in H
+  // cuBLASLt's RELU_BIAS, its bias in H. With a bfloat16 output it rounds the product to H
+  // before the bias is added (seen on an H200: errors of u |x.w|, a few units of the output
+  // where x.w and the bias cancel), as PyTorch's addmm, which takes the same epilogue.
+  auto const lin = sd::relu(sd::linear(dx, dw, db));
   static_assert(sd::kernel_count<decltype(lin)> == 1);
   auto lmag = sd::eval(sd::linear(sd::abs(xf), sd::abs(wf), sd::abs(bf)));
-  within(counted(lin, 1), sd::eval(sd::relu(sd::linear(xf, wf, bf))), lmag, dot, 2 * u);
+  within(counted(lin, 1), sd::eval(sd::relu(sd::linear(xf, wf, bf))), lmag, dot + u, 2 * u);
 
   // The product rounded to H, then the rest in float, rounded again.
   auto s = rounded(host_rand<float>(65));
