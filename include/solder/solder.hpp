@@ -4,6 +4,7 @@
 //   expr/     expression nodes and the functions that build them
 //   plan/     the fusion planner: kernel_count, the run-time configuration, explain
 //   backend/  executors that run one planned kernel (host: OpenMP; cuda: with nvcc), eager
+//   nn/       modules (torch.nn's), state_dicts with PyTorch's keys, models
 #pragma once
 
 #include "core/config.hpp"
@@ -17,6 +18,7 @@
 #include "core/factories.hpp"
 #include "core/print.hpp"
 #include "core/views.hpp"
+#include "core/any_tensor.hpp"
 
 #include "expr/node.hpp"
 #include "expr/map.hpp"
@@ -44,3 +46,8 @@
 #endif
 #include "backend/assign.hpp"
 #include "backend/eager.hpp"
+
+#include "nn/module.hpp"
+#include "nn/layers.hpp"
+#include "nn/block.hpp"
+#include "nn/containers.hpp"

@@ -167,6 +167,17 @@ struct Softplus : Transcendental {
   }
 };
 
+// gelu with its form chosen at run time (nn.GELU's approximate="none" | "tanh"): one
+// expression type for both.
+struct GeluForm : Transcendental {
+  static constexpr char const* name = "gelu";
+  bool tanh_form = false;
+  template <class T>
+  SOLDER_HD SOLDER_INLINE constexpr T operator()(T x) const {
+    return tanh_form ? static_cast<T>(GeluTanh{}(x)) : static_cast<T>(Gelu{}(x));
+  }
+};
+
 template <class U>
 struct Cast {
   static constexpr char const* name = "cast";

@@ -1,0 +1,390 @@
+// The built-in modules of torch.nn: PyTorch's constructor arguments (positional sizes, an
+// options struct for the rest), its parameter and buffer names and its initialisation
+// (reset_parameters), in eval mode from construction. Each forward returns an expression, so
+// what follows a module fuses with it: relu(fc(x)) is one kernel.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "../core/factories.hpp"
+#include "../expr/contract.hpp"
+#include "../expr/conv.hpp"
+#include "../expr/embedding.hpp"
+#include "../expr/functions.hpp"
+#include "../expr/rows.hpp"
+#include "../expr/view.hpp"
+#include "module.hpp"
+
+namespace solder::nn {
+
+// Parameters are float host tensors with run-time extents.
+template <int R>
+using Param = BasicTensor<float, dynamic_extents<R>(), Host>;
+
+namespace detail {
+
+// U(-bound, bound): kaiming_uniform_(a=sqrt(5)) of a weight with this fan_in gives
+// bound = 1/sqrt(fan_in), as does PyTorch's bias initialisation.
+template <std::size_t N>
+Param<int(N)> uniform(std::int64_t const (&shape)[N], std::int64_t fan_in) {
+  float const bound = fan_in > 0 ? static_cast<float>(1 / std::sqrt(static_cast<double>(fan_in))) : 0.f;
+  return rand<float>(shape, -bound, bound);
+}
+
+// An optional bias as PyTorch's bias=False: not state, and zeros in the maths, so a module's
+// forward has one type either way (adding 0 is exact).
+struct Bias {
+  Param<1> value;
+  bool present = true;
+};
+
+template <class X>
+std::string shape_text(X const& x) {
+  return shape_string<node_t<X>::rank>(x.shape());
+}
+
+}  // namespace detail
+
+// Calls forward: `fc1(x)` is `fc1.forward(x)`.
+template <class Derived>
+struct Callable {
+  template <class... X>
+  auto operator()(X const&... x) const {
+    return static_cast<Derived const&>(*this).forward(x...);
+  }
+};
+
+// Element-wise modules never start a kernel: inside a Sequential they extend the expression of
+// the module before them instead of receiving a materialized tensor.
+template <class M>
+concept ElementWise = requires { requires M::element_wise; };
+
+struct LinearOptions {
+  bool bias = true;
+};
+
+// nn.Linear(in_features, out_features): y = x W^T + b, W [out, in].
+struct Linear : Callable<Linear> {
+  std::int64_t in_features, out_features;
+  Param<2> weight;
+  detail::Bias bias;
+
+  Linear(std::int64_t in, std::int64_t out, LinearOptions o = {})
+      : in_features(in), out_features(out), weight(detail::uniform({out, in}, in)),
+        bias{o.bias ? detail::uniform({out}, in) : zeros<float>(out), o.bias} {}
+
+  template <Lazy X>
+  auto forward(X const& x) const {
+    constexpr int R = node_t<X>::rank;
+    static_assert(R >= 1, "solder: nn::Linear: the input needs a last dim of in_features");
+    solder::detail::check(x.shape()[R - 1] == in_features, "nn::Linear(in_features=", in_features,
+                          ", out_features=", out_features, "): input of shape ", detail::shape_text(x),
+                          " does not end in ", in_features, " features (weight of shape ",
+                          shape_string<2>(weight.shape()), ")");
+    return linear(x, weight, bias.value);
+  }
+  template <class V>
+  void visit(V& v) {
+    v.parameter("weight", weight);
+    if (bias.present) v.parameter("bias", bias.value);
+  }
+};
+
+struct Conv2dOptions {
+  Pair2 stride = 1;
+  ConvPadding padding = 0;
+  Pair2 dilation = 1;
+  std::int64_t groups = 1;
+  bool bias = true;
+};
+
+// nn.Conv2d(in_channels, out_channels, kernel_size, {.stride, .padding, .dilation, .groups,
+// .bias}): weight [out, in / groups, kH, kW].
+struct Conv2d : Callable<Conv2d> {
+  std::int64_t in_channels, out_channels;
+  Pair2 kernel_size;
+  solder::Conv2dOptions options;
+  Param<4> weight;
+  detail::Bias bias;
+
+  Conv2d(std::int64_t in, std::int64_t out, Pair2 kernel, Conv2dOptions o = {})
+      : in_channels(in), out_channels(out), kernel_size(kernel), options{o.stride, o.padding, o.dilation, o.groups},
+        weight(make_weight(in, out, kernel, o.groups)),
+        bias{o.bias ? detail::uniform({out}, fan_in(in, kernel, o.groups)) : zeros<float>(out), o.bias} {}
+
+  template <Lazy X>
+  auto forward(X const& x) const {
+    constexpr int R = node_t<X>::rank;
+    static_assert(R == 3 || R == 4, "solder: nn::Conv2d: the input must be [N, C, H, W] or [C, H, W]");
+    solder::detail::check(x.shape()[R - 3] == in_channels, "nn::Conv2d(", in_channels, ", ", out_channels,
+                          "): input of shape ", detail::shape_text(x), " has ", x.shape()[R - 3],
+                          " channels, expected ", in_channels, " (weight of shape ",
+                          shape_string<4>(weight.shape()), ")");
+    return conv2d(x, weight, bias.value, options);
+  }
+  template <class V>
+  void visit(V& v) {
+    v.parameter("weight", weight);
+    if (bias.present) v.parameter("bias", bias.value);
+  }
+
+ private:
+  static std::int64_t fan_in(std::int64_t in, Pair2 k, std::int64_t groups) {
+    solder::detail::check(groups > 0 && in % groups == 0, "nn::Conv2d: in_channels ", in,
+                          " is not divisible by groups ", groups);
+    return in / groups * k.h * k.w;
+  }
+  static Param<4> make_weight(std::int64_t in, std::int64_t out, Pair2 k, std::int64_t groups) {
+    solder::detail::check(out % groups == 0, "nn::Conv2d: out_channels ", out, " is not divisible by groups ", groups);
+    return detail::uniform({out, in / groups, k.h, k.w}, fan_in(in, k, groups));
+  }
+};
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;
+};
+
+// nn.BatchNorm2d(num_features): in eval mode y = x * scale + shift per channel, the scale and
+// shift folded from the running statistics and the affine weights once, by prepare() (after
+// construction, load_state_dict, eval and train), never per call — and being element-wise
+// the fold runs in the epilogue of the convolution before it. In training mode the batch's
+// statistics (biased variance) are computed, the running ones updated as PyTorch does
+// (momentum, unbiased variance), and the same scale-and-shift form applies them.
+struct BatchNorm2d : Callable<BatchNorm2d> {
+  static constexpr bool element_wise = true;
+  std::int64_t num_features;
+  BatchNormOptions options;
+  bool training = false;
+  Param<1> weight, bias, running_mean, running_var;
+  BasicTensor<std::int64_t, Extents<0>{}, Host> num_batches_tracked;
+  Param<3> scale, shift;  // [C, 1, 1]: derived, not state
+
+  BatchNorm2d(std::int64_t n, BatchNormOptions o = {})
+      : num_features(n), options(o), weight(ones<float>(n)), bias(zeros<float>(n)), running_mean(zeros<float>(n)),
+        running_var(ones<float>(n)), scale(n, 1, 1), shift(n, 1, 1) {
+    num_batches_tracked.data()[0] = 0;
+    prepare();
+  }
+
+  void prepare() { fold(running_mean, running_var); }
+
+  template <Lazy X>
+  auto forward(X const& x) const {
+    constexpr int R = node_t<X>::rank;
+    static_assert(R == 4, "solder: nn::BatchNorm2d: the input must be [N, C, H, W]");
+    solder::detail::check(x.shape()[1] == num_features, "nn::BatchNorm2d(", num_features, "): input of shape ",
+                          detail::shape_text(x), " has ", x.shape()[1], " channels");
+    if (training) update(x);
+    return x * scale + shift;
+  }
+  template <class V>
+  void visit(V& v) {
+    v.parameter("weight", weight);
+    v.parameter("bias", bias);
+    v.buffer("running_mean", running_mean);
+    v.buffer("running_var", running_var);
+    v.buffer("num_batches_tracked", num_batches_tracked);
+  }
+
+ private:
+  void fold(Param<1> const& mean, Param<1> const& var) const {
+    float *s = scale.data(), *t = shift.data();
+    for (std::int64_t c = 0; c < num_features; ++c) {
+      double const k = weight.data()[c] / std::sqrt(static_cast<double>(var.data()[c]) + options.eps);
+      s[c] = static_cast<float>(k);
+      t[c] = static_cast<float>(bias.data()[c] - mean.data()[c] * k);
+    }
+  }
+  template <class X>
+  void update(X const& x) const {
+    Param<1> mean = solder::mean(x, {0, 2, 3});
+    Param<1> var = solder::var(x, {0, 2, 3}, 0);
+    double const n = static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]);
+    double const m = options.momentum;
+    for (std::int64_t c = 0; c < num_features; ++c) {
+      running_mean.data()[c] = static_cast<float>((1 - m) * running_mean.data()[c] + m * mean.data()[c]);
+      double const unbiased = n > 1 ? var.data()[c] * n / (n - 1) : var.data()[c];
+      running_var.data()[c] = static_cast<float>((1 - m) * running_var.data()[c] + m * unbiased);
+    }
+    ++num_batches_tracked.data()[0];
+    fold(mean, var);
+  }
+};
+
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+  bool bias = true;
+};
+
+// nn.LayerNorm(normalized_shape) over the last dim: weight and bias [normalized_shape].
+struct LayerNorm : Callable<LayerNorm> {
+  std::int64_t normalized_shape;
+  LayerNormOptions options;
+  Param<1> weight, bias;
+
+  LayerNorm(std::int64_t n, LayerNormOptions o = {})
+      : normalized_shape(n), options(o), weight(ones<float>(n)), bias(zeros<float>(n)) {}
+
+  template <Lazy X>
+  auto forward(X const& x) const {
+    return layer_norm(x, weight, bias, options.eps);
+  }
+  template <class V>
+  void visit(V& v) {
+    if (options.elementwise_affine) v.parameter("weight", weight);
+    if (options.elementwise_affine && options.bias) v.parameter("bias", bias);
+  }
+};
+
+struct RMSNormOptions {
+  std::optional<double> eps = std::nullopt;  // none: the dtype's epsilon, as PyTorch
+  bool elementwise_affine = true;
+};
+
+// nn.RMSNorm(normalized_shape) over the last dim.
+struct RMSNorm : Callable<RMSNorm> {
+  std::int64_t normalized_shape;
+  RMSNormOptions options;
+  Param<1> weight;
+
+  RMSNorm(std::int64_t n, RMSNormOptions o = {}) : normalized_shape(n), options(o), weight(ones<float>(n)) {}
+
+  template <Lazy X>
+  auto forward(X const& x) const {
+    return rms_norm(x, weight, options.eps);
+  }
+  template <class V>
+  void visit(V& v) {
+    if (options.elementwise_affine) v.parameter("weight", weight);
+  }
+};
+
+struct EmbeddingOptions {
+  std::optional<std::int64_t> padding_idx = std::nullopt;  // that row starts at zero
+};
+
+// nn.Embedding(num_embeddings, embedding_dim): weight ~ N(0, 1).
+struct Embedding : Callable<Embedding> {
+  std::int64_t num_embeddings, embedding_dim;
+  EmbeddingOptions options;
+  Param<2> weight;
+
+  Embedding(std::int64_t num, std::int64_t dim, EmbeddingOptions o = {})
+      : num_embeddings(num), embedding_dim(dim), options(o), weight(randn<float>({num, dim})) {
+    if (o.padding_idx) {
+      std::int64_t p = *o.padding_idx < 0 ? *o.padding_idx + num : *o.padding_idx;
+      solder::detail::check(p >= 0 && p < num, "nn::Embedding: padding_idx ", *o.padding_idx, " out of range for ",
+                            num, " embeddings");
+      std::fill_n(weight.data() + p * dim, dim, 0.f);
+    }
+  }
+  template <Lazy I>
+  auto forward(I const& indices) const {
+    return embedding(indices, weight);
+  }
+  template <class V>
+  void visit(V& v) {
+    v.parameter("weight", weight);
+  }
+};
+
+// Modules without state: element-wise maps and views.
+#define SOLDER_STATELESS(Name, expression)      \
+  struct Name : Callable<Name> {                \
+    static constexpr bool element_wise = true;  \
+    template <Lazy X>                           \
+    auto forward(X const& x) const {            \
+      return expression;                        \
+    }                                           \
+    template <class V>                          \
+    void visit(V&) {}                           \
+  }
+SOLDER_STATELESS(ReLU, relu(x));
+SOLDER_STATELESS(SiLU, silu(x));
+SOLDER_STATELESS(Tanh, tanh(x));
+SOLDER_STATELESS(Sigmoid, sigmoid(x));
+SOLDER_STATELESS(Identity, x);
+SOLDER_STATELESS(Flatten, flatten<1>(x));  // nn.Flatten(): start_dim=1, end_dim=-1
+#undef SOLDER_STATELESS
+
+struct GELUOptions {
+  char const* approximate = "none";  // or "tanh"
+};
+// nn.GELU(approximate="none" | "tanh"): the exact (erf) form or the tanh one, chosen at run time.
+struct GELU : Callable<GELU> {
+  static constexpr bool element_wise = true;
+  bool tanh_form = false;
+  GELU(GELUOptions o = {}) : tanh_form(std::string_view(o.approximate) == "tanh") {
+    solder::detail::check(tanh_form || std::string_view(o.approximate) == "none",
+                          "nn::GELU: approximate must be \"none\" or \"tanh\", got \"", o.approximate, "\"");
+  }
+  template <Lazy X>
+  auto forward(X const& x) const {
+    return make_map(ops::GeluForm{{}, tanh_form}, x);
+  }
+  template <class V>
+  void visit(V&) {}
+};
+
+// nn.Dropout(p): the identity in eval mode. Training mode needs a random mask per call, which
+// comes with autograd; until then it is an error rather than a silent identity.
+struct Dropout : Callable<Dropout> {
+  static constexpr bool element_wise = true;
+  double p = 0.5;
+  bool training = false;
+  Dropout(double p_ = 0.5) : p(p_) {
+    solder::detail::check(p >= 0 && p <= 1, "nn::Dropout: p must be in [0, 1], got ", p);
+  }
+  template <Lazy X>
+  auto forward(X const& x) const {
+    solder::detail::check(!training || p == 0, "nn::Dropout(p=", p,
+                          "): training mode is not supported yet; call sd::nn::eval(model) for inference");
+    return as_node(x);
+  }
+  template <class V>
+  void visit(V&) {}
+};
+
+// nn.MaxPool2d(kernel_size, {.stride, .padding, .dilation, .ceil_mode}).
+struct MaxPool2d : Callable<MaxPool2d> {
+  Pair2 kernel_size;
+  MaxPool2dOptions options;
+  MaxPool2d(Pair2 k, MaxPool2dOptions o = {}) : kernel_size(k), options(o) {}
+  template <Lazy X>
+  auto forward(X const& x) const {
+    return max_pool2d(x, kernel_size, options);
+  }
+  template <class V>
+  void visit(V&) {}
+};
+
+// nn.AvgPool2d(kernel_size, {.stride, .padding, .ceil_mode, .count_include_pad, ...}).
+struct AvgPool2d : Callable<AvgPool2d> {
+  Pair2 kernel_size;
+  AvgPool2dOptions options;
+  AvgPool2d(Pair2 k, AvgPool2dOptions o = {}) : kernel_size(k), options(o) {}
+  template <Lazy X>
+  auto forward(X const& x) const {
+    return avg_pool2d(x, kernel_size, options);
+  }
+  template <class V>
+  void visit(V&) {}
+};
+
+// nn.AdaptiveAvgPool2d(output_size).
+struct AdaptiveAvgPool2d : Callable<AdaptiveAvgPool2d> {
+  Pair2 output_size;
+  AdaptiveAvgPool2d(Pair2 s) : output_size(s) {}
+  template <Lazy X>
+  auto forward(X const& x) const {
+    return adaptive_avg_pool2d(x, output_size);
+  }
+  template <class V>
+  void visit(V&) {}
+};
+
+}  // namespace solder::nn
