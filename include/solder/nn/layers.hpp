@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -109,7 +110,9 @@ struct Conv2d : Callable<Conv2d> {
   Param<4> weight;
   detail::Bias bias;
 
-  Conv2d(std::int64_t in, std::int64_t out, Pair2 kernel, Conv2dOptions o = {})
+  // Options by reference (also MaxPool2d's, AvgPool2d's): GCC 12.2 at -O2 tuned for AVX-512 Intel cores
+  // (-march=native on this host) builds a by-value argument {1, 1, 0, 0} as a broadcast of 1.
+  Conv2d(std::int64_t in, std::int64_t out, Pair2 kernel, Conv2dOptions const& o = {})
       : in_channels(in), out_channels(out), kernel_size(kernel), options{o.stride, o.padding, o.dilation, o.groups},
         weight(make_weight(in, out, kernel, o.groups)),
         bias{o.bias ? detail::uniform({out}, fan_in(in, kernel, o.groups)) : zeros<float>(out), o.bias} {}
@@ -255,7 +258,8 @@ struct RMSNorm : Callable<RMSNorm> {
 
   template <Lazy X>
   auto forward(X const& x) const {
-    return rms_norm(x, weight, options.eps);
+    using T = typename node_t<X>::value_type;
+    return rms_norm(x, weight, options.eps.value_or(std::numeric_limits<T>::epsilon()));
   }
   template <class V>
   void visit(V& v) {
@@ -353,7 +357,7 @@ struct Dropout : Callable<Dropout> {
 struct MaxPool2d : Callable<MaxPool2d> {
   Pair2 kernel_size;
   MaxPool2dOptions options;
-  MaxPool2d(Pair2 k, MaxPool2dOptions o = {}) : kernel_size(k), options(o) {}
+  MaxPool2d(Pair2 k, MaxPool2dOptions const& o = {}) : kernel_size(k), options(o) {}
   template <Lazy X>
   auto forward(X const& x) const {
     return max_pool2d(x, kernel_size, options);
@@ -366,7 +370,7 @@ struct MaxPool2d : Callable<MaxPool2d> {
 struct AvgPool2d : Callable<AvgPool2d> {
   Pair2 kernel_size;
   AvgPool2dOptions options;
-  AvgPool2d(Pair2 k, AvgPool2dOptions o = {}) : kernel_size(k), options(o) {}
+  AvgPool2d(Pair2 k, AvgPool2dOptions const& o = {}) : kernel_size(k), options(o) {}
   template <Lazy X>
   auto forward(X const& x) const {
     return avg_pool2d(x, kernel_size, options);

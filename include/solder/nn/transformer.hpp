@@ -1,0 +1,193 @@
+// nn.MultiheadAttention and nn.TransformerEncoderLayer, with PyTorch's keys. Attention runs
+// as scaled_dot_product_attention (one flash-style kernel that never stores the [L, S]
+// scores) on head views of one fused Q/K/V projection, and writes its heads straight into the
+// [N, L, E] layout the output projection reads: a self-attention block is three kernels
+// (QKV projection, attention, output projection with whatever follows it as epilogue).
+#pragma once
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+#include "../expr/attention.hpp"
+#include "block.hpp"
+#include "layers.hpp"
+
+namespace solder::nn {
+
+namespace detail {
+
+// Heads of a [N, L, C] tensor whose last dim is contiguous: the H blocks of D columns that
+// start at column `first`, as an [N, H, L, D] view (no copy).
+inline BasicTensor<float, dynamic_extents<4>(), Host> heads(Param<3> const& t, std::int64_t first, std::int64_t h,
+                                                           std::int64_t d) {
+  solder::detail::check(t.stride(2) == 1, "attention heads: the last dim must be contiguous");
+  return solder::detail::view_of<4>(t, {t.size(0), h, t.size(1), d}, {t.stride(0), d, t.stride(1), 1}, first);
+}
+
+// softmax(q k^T / sqrt(D) + mask) v for every head, q/k/v taken from [N, L|S, E] tensors at
+// column offsets; the result [N, L, E] with the heads side by side, as the output projection
+// reads it. `mask` (optional) is an additive float mask broadcast to [N, H, L, S].
+template <class... Mask>
+Param<3> attend(Param<3> const& q, std::int64_t q_first, Param<3> const& k, std::int64_t k_first, Param<3> const& v,
+                std::int64_t v_first, std::int64_t embed_dim, std::int64_t num_heads, Mask const&... mask) {
+  std::int64_t const n = q.size(0), l = q.size(1), d = embed_dim / num_heads;
+  Param<3> out(n, l, embed_dim);
+  auto out_heads = heads(out, 0, num_heads, d);
+  out_heads = scaled_dot_product_attention(heads(q, q_first, num_heads, d), heads(k, k_first, num_heads, d),
+                                           heads(v, v_first, num_heads, d), mask...);
+  return out;
+}
+
+constexpr std::array<std::int64_t, 3> batch_order(bool batch_first) {
+  return batch_first ? std::array<std::int64_t, 3>{0, 1, 2} : std::array<std::int64_t, 3>{1, 0, 2};
+}
+
+}  // namespace detail
+
+struct MultiheadAttentionOptions {
+  double dropout = 0;  // attention dropout: training only
+  bool bias = true;
+  bool batch_first = false;  // PyTorch's default: [L, N, E]
+};
+
+// nn.MultiheadAttention(embed_dim, num_heads): in_proj_weight [3E, E], in_proj_bias [3E],
+// out_proj (a Linear). forward(x) is self-attention (one fused projection); forward(q, k, v)
+// projects each with its third of in_proj_weight. Returns the attention output (PyTorch's
+// need_weights=False).
+struct MultiheadAttention : Callable<MultiheadAttention> {
+  std::int64_t embed_dim, num_heads;
+  MultiheadAttentionOptions options;
+  bool training = false;
+  Param<2> in_proj_weight;
+  detail::Bias in_proj_bias;
+  Linear out_proj;
+
+  MultiheadAttention(std::int64_t e, std::int64_t h, MultiheadAttentionOptions o = {})
+      : embed_dim(e), num_heads(h), options(o), in_proj_weight(xavier(e)),
+        in_proj_bias{zeros<float>(3 * e), o.bias}, out_proj(e, e, {.bias = o.bias}) {
+    solder::detail::check(h > 0 && e % h == 0, "nn::MultiheadAttention: embed_dim ", e,
+                          " must be divisible by num_heads ", h);
+    if (o.bias) std::fill_n(out_proj.bias.value.data(), e, 0.f);
+  }
+
+  template <Lazy X>
+  auto forward(X const& x) const {
+    auto const order = detail::batch_order(options.batch_first);
+    return permute(out_proj(self_attention(permute(materialize(x), order))), order);
+  }
+  template <Lazy Q, Lazy K, Lazy V>
+  auto forward(Q const& query, K const& key, V const& value) const {
+    auto const order = detail::batch_order(options.batch_first);
+    auto project = [&](auto const& t, std::int64_t third) {
+      return Param<3>(materialize(linear(permute(materialize(t), order), narrow(in_proj_weight, 0, third * embed_dim, embed_dim),
+                                         narrow(in_proj_bias.value, 0, third * embed_dim, embed_dim))));
+    };
+    check_eval();
+    auto heads = detail::attend(project(query, 0), 0, project(key, 1), 0, project(value, 2), 0, embed_dim, num_heads);
+    return permute(out_proj(heads), order);
+  }
+
+  // Self-attention of a batch-first [N, L, E] input, before the output projection: the
+  // fused projection, then the heads. Masks (additive, broadcast to [N, H, L, S]) pass on.
+  template <class... Mask>
+  Param<3> self_attention(Param<3> const& x, Mask const&... mask) const {
+    check_eval();
+    solder::detail::check(x.size(2) == embed_dim, "nn::MultiheadAttention(", embed_dim, ", ", num_heads,
+                          "): input of shape ", shape_string<3>(x.shape()), " does not end in ", embed_dim);
+    Param<3> qkv = linear(x, in_proj_weight, in_proj_bias.value);
+    return detail::attend(qkv, 0, qkv, embed_dim, qkv, 2 * embed_dim, embed_dim, num_heads, mask...);
+  }
+
+  template <class V>
+  void visit(V& v) {
+    v.parameter("in_proj_weight", in_proj_weight);
+    if (in_proj_bias.present) v.parameter("in_proj_bias", in_proj_bias.value);
+    v.child("out_proj", out_proj);
+  }
+
+ private:
+  void check_eval() const {
+    solder::detail::check(!training || options.dropout == 0, "nn::MultiheadAttention(dropout=", options.dropout,
+                          "): training mode is not supported yet; call sd::nn::eval(model) for inference");
+  }
+  static Param<2> xavier(std::int64_t e) {  // xavier_uniform_ of [3E, E]
+    float const bound = static_cast<float>(std::sqrt(6.0 / static_cast<double>(e + 3 * e)));
+    return rand<float>({3 * e, e}, -bound, bound);
+  }
+};
+
+struct TransformerEncoderLayerOptions {
+  std::int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  char const* activation = "relu";  // or "gelu"
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;
+  bool bias = true;
+};
+
+// nn.TransformerEncoderLayer(d_model, nhead): self-attention and a feed-forward network, each
+// with a residual add and a LayerNorm after it (norm_first: before it). The output
+// projections carry the residual adds as epilogues; each LayerNorm is a row kernel.
+struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
+  TransformerEncoderLayerOptions options;
+  bool use_gelu = false;
+  MultiheadAttention self_attn;
+  Linear linear1;
+  Dropout dropout;
+  Linear linear2;
+  LayerNorm norm1, norm2;
+  Dropout dropout1, dropout2;
+
+  TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead, TransformerEncoderLayerOptions o = {})
+      : options(o), use_gelu(activation_is_gelu(o.activation)),
+        self_attn(d_model, nhead, {.dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first}),
+        linear1(d_model, o.dim_feedforward, {.bias = o.bias}), dropout(o.dropout),
+        linear2(o.dim_feedforward, d_model, {.bias = o.bias}),
+        norm1(d_model, {.eps = o.layer_norm_eps, .bias = o.bias}), norm2(d_model, {.eps = o.layer_norm_eps, .bias = o.bias}),
+        dropout1(o.dropout), dropout2(o.dropout) {}
+
+  template <Lazy X>
+  auto forward(X const& src) const {
+    auto const order = detail::batch_order(options.batch_first);
+    Param<3> x = permute(materialize(src), order);
+    for (Dropout const* d : {&dropout, &dropout1, &dropout2}) d->forward(x);  // training check
+    Param<3> const y = options.norm_first ? norm_before(x) : norm_after(x);
+    return permute(y, order);
+  }
+
+  template <class V>
+  void visit(V& v) {
+    v.child("self_attn", self_attn);
+    v.child("linear1", linear1);
+    v.child("dropout", dropout);
+    v.child("linear2", linear2);
+    v.child("norm1", norm1);
+    v.child("norm2", norm2);
+    v.child("dropout1", dropout1);
+    v.child("dropout2", dropout2);
+  }
+
+ private:
+  // linear2(activation(linear1(x))): the activation in linear1's epilogue.
+  auto feed_forward(Param<3> const& x) const {
+    Param<3> h = use_gelu ? Param<3>(gelu(linear1(x))) : Param<3>(relu(linear1(x)));
+    return linear2(h);
+  }
+  Param<3> norm_after(Param<3> const& x) const {
+    Param<3> h = norm1(x + self_attn.out_proj(self_attn.self_attention(x)));
+    return norm2(h + feed_forward(h));
+  }
+  Param<3> norm_before(Param<3> const& x) const {
+    Param<3> h = x + self_attn.out_proj(self_attn.self_attention(materialize(norm1(x))));
+    return h + feed_forward(materialize(norm2(h)));
+  }
+  static bool activation_is_gelu(std::string_view a) {
+    solder::detail::check(a == "relu" || a == "gelu", "nn::TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"",
+                          a, "\"");
+    return a == "gelu";
+  }
+};
+
+}  // namespace solder::nn
