@@ -8,12 +8,17 @@ packages=(
   g++ cmake ninja-build ccache
   catch2            # Catch2 v2: catch2/catch.hpp, CMake package Catch2
   libboost-dev      # Boost.Hana (header-only)
+  nlohmann-json3-dev  # nlohmann/json: safetensors headers (header-only)
   libbenchmark-dev  # Google Benchmark
   libeigen3-dev     # benchmark peer
   libopenblas-dev   # benchmark peer
   libdnnl-dev       # benchmark peer (oneDNN)
+  clang             # scripts/fuzz.sh (libFuzzer)
 )
 command -v pkg-config >/dev/null 2>&1 || packages+=(pkg-config)   # to find OpenBLAS
+# libFuzzer's runtime, only recommended by clang and named after its version (clang-14: Debian 12).
+clang_major=$(apt-cache depends clang 2>/dev/null | sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n1 || true)
+[ -z "$clang_major" ] || packages+=("libclang-rt-${clang_major}-dev")
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "install-deps: no dpkg/apt here; install these (or their equivalents) yourself: ${packages[*]}" >&2

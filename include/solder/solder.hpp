@@ -4,7 +4,10 @@
 //   expr/     expression nodes and the functions that build them
 //   plan/     the fusion planner: kernel_count, the run-time configuration, explain
 //   backend/  executors that run one planned kernel (host: OpenMP; cuda: with nvcc), eager
-//   nn/       modules (torch.nn's), state_dicts with PyTorch's keys, models
+//   nn/       modules (torch.nn's), state_dicts with PyTorch's keys; the models of
+//             torchvision and Hugging Face are headers of their own (solder/nn/models/*.hpp),
+//             included where used: each compiles its blocks' kernels
+//   io/       safetensors files, read and written as PyTorch's
 #pragma once
 
 #include "core/config.hpp"
@@ -51,3 +54,6 @@
 #include "nn/layers.hpp"
 #include "nn/block.hpp"
 #include "nn/containers.hpp"
+#include "nn/transformer.hpp"
+
+#include "io/safetensors.hpp"

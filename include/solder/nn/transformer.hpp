@@ -171,15 +171,20 @@ struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
 
  private:
   // linear2(activation(linear1(x))): the activation in linear1's epilogue.
-  auto feed_forward(Param<3> const& x) const {
+  // (Templates, so that a file that includes solder.hpp without using the layer compiles
+  // none of its kernels.)
+  template <class X>
+  auto feed_forward(X const& x) const {
     Param<3> h = use_gelu ? Param<3>(gelu(linear1(x))) : Param<3>(relu(linear1(x)));
     return linear2(h);
   }
-  Param<3> norm_after(Param<3> const& x) const {
+  template <class X>
+  Param<3> norm_after(X const& x) const {
     Param<3> h = norm1(x + self_attn.out_proj(self_attn.self_attention(x)));
     return norm2(h + feed_forward(h));
   }
-  Param<3> norm_before(Param<3> const& x) const {
+  template <class X>
+  Param<3> norm_before(X const& x) const {
     Param<3> h = x + self_attn.out_proj(self_attn.self_attention(materialize(norm1(x))));
     return h + feed_forward(materialize(norm2(h)));
   }
