@@ -2,8 +2,8 @@
 # Full check: install deps; build/ (Release: tests, benchmarks, examples, and their CUDA
 # variants when nvcc is found) + every ctest entry;
 # then build-asan/ (ASan+UBSan, tests only) + the unit tests (consume, compile_fail and header tests are
-# not repeated there). Ends with a one-line summary (each stage's verdict and wall time); exits
-# non-zero if anything failed.
+# not repeated there); then the safetensors fuzzer for SOLDER_FUZZ_SECONDS (default 60). Ends
+# with a one-line summary (each stage's verdict and wall time); exits non-zero if anything failed.
 #   SOLDER_JOBS=<n>   parallel build/test jobs (default: nproc)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -73,6 +73,17 @@ if configure asan build-asan && cmake --build build-asan -j "$jobs"; then
   run_ctest asan build-asan -LE '^(consume|compile_fail|headers)$'
 else
   failed=1; summary+=("asan: BUILD FAILED")
+fi
+end_stage
+
+# --- 3. The safetensors parser under libFuzzer (clang, ASan + UBSan), a bounded run ----------
+begin_stage "fuzz (build-fuzz/)"
+mkdir -p build-fuzz
+if SOLDER_FUZZ_SECONDS="${SOLDER_FUZZ_SECONDS:-60}" scripts/fuzz.sh >build-fuzz/fuzz.log 2>&1; then
+  summary+=("fuzz: $(grep -o 'stat::number_of_executed_units: *[0-9]*' build-fuzz/fuzz.log | grep -o '[0-9]*$') runs, no crash")
+else
+  tail -n 40 build-fuzz/fuzz.log
+  failed=1; summary+=("fuzz: FAILED (build-fuzz/fuzz.log)")
 fi
 end_stage
 
