@@ -260,5 +260,14 @@ TEST_CASE("nn: element-wise modules fuse into the block before them", "[nn][plan
   sd::Tensor<float, 3> out = layer(h);
   // QKV projection, attention, output projection + residual, LayerNorm, linear1 + relu,
   // linear2 + residual, LayerNorm.
-  CHECK(sd::detail::kernels_run() - start <= 7);
+  auto const fused = sd::detail::kernels_run() - start;
+  CHECK(fused <= 7);
+  CHECK(ref::contains(plan, "solder forward: " + std::to_string(fused) + " kernels"));
+
+  // The eager baseline: the same maths, a kernel per node.
+  auto const eager_start = sd::detail::kernels_run();
+  sd::Tensor<float, 3> slow = sd::eager(layer, h);
+  CHECK(sd::detail::kernels_run() - eager_start > fused + 5);
+  auto const a = sd::to_vector(out), b = sd::to_vector(slow);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
 }

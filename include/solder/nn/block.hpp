@@ -5,13 +5,16 @@
 // by the planner's rules.
 //
 // sd::explain(module, inputs...) runs a forward and lists every block's plan: the kernels, the
-// nodes fused into each, the bytes moved, the breaks and their reasons.
+// nodes fused into each, the bytes moved, the breaks and their reasons. sd::eager(module,
+// inputs...) runs the same forward with every block's expression evaluated node by node (one
+// kernel per node, as sd::eager(e)): the baseline the fused forward is measured against.
 #pragma once
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "../backend/assign.hpp"
+#include "../backend/eager.hpp"
 #include "../plan/explain.hpp"
 #include "module.hpp"
 
@@ -27,6 +30,12 @@ struct ForwardLog {
 inline ForwardLog*& forward_log() {
   thread_local ForwardLog* log = nullptr;
   return log;
+}
+
+// Set while sd::eager(module, ...) runs a forward on this thread.
+inline bool& eager_forward() {
+  thread_local bool on = false;
+  return on;
 }
 
 template <class X>
@@ -47,9 +56,11 @@ auto materialize(X const& x) {
     return x;
   } else {
     using N = node_t<X>;
+    using Result = BasicTensor<solder::detail::canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
+                               typename N::device_type>;
     detail::log_block(x);
-    return BasicTensor<solder::detail::canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
-                       typename N::device_type>(x);
+    if (detail::eager_forward()) return Result(eager(x));
+    return Result(x);
   }
 }
 
@@ -57,20 +68,35 @@ auto materialize(X const& x) {
 
 namespace solder {
 
+namespace nn::detail {
+// Runs f with the forward logged into `log` (or nullptr) and eager_forward set to `eager`.
+template <class F>
+auto run_forward(ForwardLog* log, bool eager, F const& f) {
+  struct Restore {
+    ForwardLog* log;
+    bool eager;
+    ~Restore() { forward_log() = log, eager_forward() = eager; }
+  } restore{forward_log(), eager_forward()};
+  forward_log() = log;
+  eager_forward() = eager;
+  return f();
+}
+}  // namespace nn::detail
+
+// A module's forward with one kernel per node (sd::eager(e) for every block): the baseline.
+template <nn::Module M, class... In>
+  requires(sizeof...(In) > 0)
+auto eager(M const& module, In const&... inputs) {
+  return nn::detail::run_forward(nullptr, true, [&] { return nn::materialize(module.forward(inputs...)); });
+}
+
 // The plan of a module's whole forward on these inputs: it runs the forward once and lists the
 // blocks in the order they ran, each with its kernels.
 template <nn::Module M, class... In>
   requires(sizeof...(In) > 0)
 std::string explain(M const& module, In const&... inputs) {
   nn::detail::ForwardLog log;
-  nn::detail::forward_log() = &log;
-  try {
-    nn::materialize(module.forward(inputs...));
-  } catch (...) {
-    nn::detail::forward_log() = nullptr;
-    throw;
-  }
-  nn::detail::forward_log() = nullptr;
+  nn::detail::run_forward(&log, false, [&] { return nn::materialize(module.forward(inputs...)); });
   std::ostringstream os;
   os << "solder forward: " << log.kernels << (log.kernels == 1 ? " kernel" : " kernels") << " in "
      << log.plans.size() << (log.plans.size() == 1 ? " block" : " blocks") << "\n";

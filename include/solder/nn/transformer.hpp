@@ -34,8 +34,10 @@ Param<3> attend(Param<3> const& q, std::int64_t q_first, Param<3> const& k, std:
   std::int64_t const n = q.size(0), l = q.size(1), d = embed_dim / num_heads;
   Param<3> out(n, l, embed_dim);
   auto out_heads = heads(out, 0, num_heads, d);
-  out_heads = scaled_dot_product_attention(heads(q, q_first, num_heads, d), heads(k, k_first, num_heads, d),
-                                           heads(v, v_first, num_heads, d), mask...);
+  auto const attention = scaled_dot_product_attention(heads(q, q_first, num_heads, d), heads(k, k_first, num_heads, d),
+                                                      heads(v, v_first, num_heads, d), mask...);
+  log_block(attention);  // a block of its own, written in place rather than materialized
+  out_heads = attention;
   return out;
 }
 
@@ -95,7 +97,7 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
     check_eval();
     solder::detail::check(x.size(2) == embed_dim, "nn::MultiheadAttention(", embed_dim, ", ", num_heads,
                           "): input of shape ", shape_string<3>(x.shape()), " does not end in ", embed_dim);
-    Param<3> qkv = linear(x, in_proj_weight, in_proj_bias.value);
+    Param<3> qkv = materialize(linear(x, in_proj_weight, in_proj_bias.value));
     return detail::attend(qkv, 0, qkv, embed_dim, qkv, 2 * embed_dim, embed_dim, num_heads, mask...);
   }
 
@@ -175,18 +177,18 @@ struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
   // none of its kernels.)
   template <class X>
   auto feed_forward(X const& x) const {
-    Param<3> h = use_gelu ? Param<3>(gelu(linear1(x))) : Param<3>(relu(linear1(x)));
+    Param<3> h = use_gelu ? materialize(gelu(linear1(x))) : materialize(relu(linear1(x)));
     return linear2(h);
   }
   template <class X>
   Param<3> norm_after(X const& x) const {
-    Param<3> h = norm1(x + self_attn.out_proj(self_attn.self_attention(x)));
-    return norm2(h + feed_forward(h));
+    Param<3> h = materialize(norm1(x + self_attn.out_proj(self_attn.self_attention(x))));
+    return materialize(norm2(h + feed_forward(h)));
   }
   template <class X>
   Param<3> norm_before(X const& x) const {
-    Param<3> h = x + self_attn.out_proj(self_attn.self_attention(materialize(norm1(x))));
-    return h + feed_forward(materialize(norm2(h)));
+    Param<3> h = materialize(x + self_attn.out_proj(self_attn.self_attention(materialize(norm1(x)))));
+    return materialize(h + feed_forward(materialize(norm2(h))));
   }
   static bool activation_is_gelu(std::string_view a) {
     solder::detail::check(a == "relu" || a == "gelu", "nn::TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"",
