@@ -3,91 +3,36 @@
 // (tests/fixtures/nn/<case>.{state,io}.safetensors, tools/make_model_fixtures.py: relative L2
 // <= 1e-5); then the kernels a forward runs, and the errors of a wrong input.
 #include <solder/solder.hpp>
-#include <solder/io/safetensors.hpp>
 #include <solder/nn/models/alexnet.hpp>
 #include <solder/nn/models/mlp.hpp>
 #include <solder/nn/models/mobilenet.hpp>
 #include <solder/nn/models/resnet.hpp>
 
 #include <catch2/catch.hpp>
-#include <cmath>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "nn_fixtures.hpp"
 #include "reference.hpp"
 
 namespace sd = solder;
 
 namespace {
 
-std::string fixture(std::string const& name) { return SOLDER_TESTS_SOURCE_DIR "/fixtures/nn/" + name; }
-
-// keys.txt: blocks "model <name>", lines "<key> <dtype> <d0>,<d1>,..." (0-d: "-"), "end".
-std::map<std::string, std::vector<std::string>> reference_layouts() {
-  std::ifstream f(fixture("keys.txt"));
-  REQUIRE(f.is_open());
-  std::map<std::string, std::vector<std::string>> layouts;
-  std::vector<std::string>* current = nullptr;
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("model ", 0) == 0) current = &layouts[line.substr(6)];
-    else if (line == "end") current = nullptr;
-    else if (current) current->push_back(line);
-  }
-  return layouts;
-}
-
-// A module's state_dict in keys.txt's form.
-template <class M>
-std::vector<std::string> layout(M const& m) {
-  std::vector<std::string> lines;
-  for (auto const& [key, t] : sd::nn::state_dict(m)) {
-    std::ostringstream os;
-    os << key << ' ' << sd::name_of(t.dtype()) << ' ';
-    for (std::size_t i = 0; i < t.shape().size(); ++i) os << (i ? "," : "") << t.shape()[i];
-    if (t.shape().empty()) os << '-';
-    lines.push_back(os.str());
-  }
-  return lines;
-}
-
-// The first line where two layouts differ, or "" when they are equal.
-std::string first_difference(std::vector<std::string> const& got, std::vector<std::string> const& want) {
-  for (std::size_t i = 0; i < std::max(got.size(), want.size()); ++i) {
-    std::string const g = i < got.size() ? got[i] : "(none)", w = i < want.size() ? want[i] : "(none)";
-    if (g != w) return "line " + std::to_string(i) + ": solder has '" + g + "', torchvision '" + w + "'";
-  }
-  return "";
-}
-
-// Loads <name>.state.safetensors strictly, runs <name>.io's input and returns ||y - ref|| / ||ref||.
+// Loads <name>'s PyTorch state_dict, runs its input and returns ||y - ref|| / ||ref||.
 template <int R, class M>
 double relative_error(M& m, std::string const& name) {
-  sd::nn::load_state_dict(m, sd::io::read_safetensors(fixture(name + ".state.safetensors")));
-  auto const io = sd::io::read_safetensors(fixture(name + ".io.safetensors"));
+  fx::load(m, name);
+  auto const io = fx::io(name);
   sd::Tensor<float, 2> const y = m(io.at("input").to<float, R>("input"));
-  auto const& want = io.at("output");
-  REQUIRE(std::vector<std::int64_t>(y.shape().begin(), y.shape().end()) == want.shape());
-  auto const got = sd::to_vector(y);
-  auto const ref = sd::to_vector(want.to<double, 2>("output"));
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / den);
+  return fx::relative_l2(y, io.at("output"));
 }
 
 // The kernels of a forward as sd::explain plans them ("solder forward: N kernels ..."), checked
 // against those a forward runs.
 template <class M, class X>
 std::uint64_t kernels(M const& m, X const& x) {
-  std::string const text = sd::explain(m, x);
-  INFO(text);
-  REQUIRE(text.rfind("solder forward: ", 0) == 0);
-  std::uint64_t const planned = std::stoull(text.substr(16));
+  std::uint64_t const planned = fx::planned_kernels(sd::explain(m, x));
   std::uint64_t const before = sd::detail::kernels_run();
   sd::Tensor<float, 2> const y = m(x);
   CHECK(sd::detail::kernels_run() - before == planned);
@@ -102,11 +47,11 @@ sd::models::MobileNetV2Config const mobilenet_v2_small{
 }  // namespace
 
 TEST_CASE("models: state_dicts are torchvision's (keys, order, dtypes, shapes)", "[models]") {
-  auto const want = reference_layouts();
+  auto const want = fx::reference_layouts();
   auto check = [&](std::string const& name, auto const& model) {
     INFO("model " << name);
     REQUIRE(want.count(name));
-    CHECK(first_difference(layout(model), want.at(name)) == "");
+    CHECK(fx::first_difference(fx::layout(model), want.at(name)) == "");
   };
   check("mlp", sd::models::mlp({.in_channels = 784, .hidden_channels = {256, 10}}));
   check("alexnet", sd::models::alexnet());

@@ -3,45 +3,23 @@
 // module loads the state strictly and must match to fp32 precision (relative L2 <= 1e-5).
 // Then the module protocol itself: keys, strict loading, errors, modes, kernel counts.
 #include <solder/solder.hpp>
-#include <solder/io/safetensors.hpp>
-#include <solder/nn/transformer.hpp>
 
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <filesystem>
 #include <string>
 
+#include "nn_fixtures.hpp"
 #include "reference.hpp"
 
 namespace sd = solder;
 
 namespace {
 
-std::string fixture(std::string const& name) { return SOLDER_TESTS_SOURCE_DIR "/fixtures/nn/" + name; }
-
-// Loads <name>.state.safetensors into m (strictly) when PyTorch's module has state.
+// Loads the case's PyTorch state_dict into m when its module has state; eval mode.
 template <class M>
 void load_case(M& m, std::string const& name) {
-  std::string const path = fixture(name + ".state.safetensors");
-  if (std::filesystem::exists(path)) sd::nn::load_state_dict(m, sd::io::read_safetensors(path));
+  if (std::filesystem::exists(fx::path(name + ".state.safetensors"))) fx::load(m, name);
   sd::nn::eval(m);
-}
-
-sd::nn::StateDict io(std::string const& name) { return sd::io::read_safetensors(fixture(name + ".io.safetensors")); }
-
-// ||y - ref|| / ||ref|| over all elements, in double.
-template <class T>
-double relative_l2(T const& y, sd::AnyTensor const& ref) {
-  REQUIRE(std::vector<std::int64_t>(y.shape().begin(), y.shape().end()) == ref.shape());
-  auto const want = ref.to<double, T::rank>("output");
-  auto const got = sd::to_vector(y);
-  auto const w = sd::to_vector(want);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    num += (got[i] - w[i]) * (got[i] - w[i]);
-    den += w[i] * w[i];
-  }
-  return std::sqrt(num / (den > 0 ? den : 1));
 }
 
 // Runs the module on the case's input and compares with PyTorch's output.
@@ -49,10 +27,10 @@ template <int R, class M, int RIn = R>
 void check_case(M& m, std::string const& name) {
   INFO("case " << name);
   load_case(m, name);
-  auto const d = io(name);
+  auto const d = fx::io(name);
   auto const x = d.at("input").to<float, RIn>("input");
   sd::Tensor<float, R> y = m(x);
-  CHECK(relative_l2(y, d.at("output")) <= 1e-5);
+  CHECK(fx::relative_l2(y, d.at("output")) <= 1e-5);
 }
 
 }  // namespace
@@ -112,16 +90,16 @@ TEST_CASE("nn::Sequential matches torch.nn.Sequential", "[nn][torch]") {
 TEST_CASE("nn::Embedding and cross-attention match torch.nn", "[nn][torch]") {
   sd::nn::Embedding emb{10, 4};
   load_case(emb, "embedding");
-  auto d = io("embedding");
+  auto d = fx::io("embedding");
   sd::Tensor<float, 3> y = emb(d.at("input").to<std::int64_t, 2>("input"));
-  CHECK(relative_l2(y, d.at("output")) <= 1e-5);
+  CHECK(fx::relative_l2(y, d.at("output")) <= 1e-5);
 
   sd::nn::MultiheadAttention mha{8, 2, {.batch_first = true}};
   load_case(mha, "mha");
-  d = io("mha");
+  d = fx::io("mha");
   auto in = [&](char const* k) { return d.at(k).to<float, 3>(k); };
   sd::Tensor<float, 3> a = mha(in("input0"), in("input1"), in("input2"));
-  CHECK(relative_l2(a, d.at("output")) <= 1e-5);
+  CHECK(fx::relative_l2(a, d.at("output")) <= 1e-5);
 }
 
 TEST_CASE("nn: batch_first = false takes [L, N, E] as PyTorch's default", "[nn]") {
@@ -129,7 +107,7 @@ TEST_CASE("nn: batch_first = false takes [L, N, E] as PyTorch's default", "[nn]"
   load_case(first, "mha_self");
   sd::nn::MultiheadAttention seq_first{8, 2};
   sd::nn::load_state_dict(seq_first, sd::nn::state_dict(first));
-  auto const x = io("mha_self").at("input").to<float, 3>("input");  // [N, L, E]
+  auto const x = fx::io("mha_self").at("input").to<float, 3>("input");  // [N, L, E]
   sd::Tensor<float, 3> want = first(x);
   sd::Tensor<float, 3> got = seq_first(sd::transpose(x, 0, 1));
   REQUIRE(got.shape() == sd::Index<3>{5, 2, 8});

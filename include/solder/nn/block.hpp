@@ -69,6 +69,14 @@ auto materialize(X const& x) {
 namespace solder {
 
 namespace nn::detail {
+// A forward's result as values: an expression materialized, anything else (a struct of
+// tensors such as BertOutput) as it is.
+template <class R>
+auto finish(R const& r) {
+  if constexpr (Lazy<R>) return materialize(r);
+  else return r;
+}
+
 // Runs f with the forward logged into `log` (or nullptr) and eager_forward set to `eager`.
 template <class F>
 auto run_forward(ForwardLog* log, bool eager, F const& f) {
@@ -87,7 +95,7 @@ auto run_forward(ForwardLog* log, bool eager, F const& f) {
 template <nn::Module M, class... In>
   requires(sizeof...(In) > 0)
 auto eager(M const& module, In const&... inputs) {
-  return nn::detail::run_forward(nullptr, true, [&] { return nn::materialize(module.forward(inputs...)); });
+  return nn::detail::run_forward(nullptr, true, [&] { return nn::detail::finish(module.forward(inputs...)); });
 }
 
 // The plan of a module's whole forward on these inputs: it runs the forward once and lists the
@@ -96,7 +104,7 @@ template <nn::Module M, class... In>
   requires(sizeof...(In) > 0)
 std::string explain(M const& module, In const&... inputs) {
   nn::detail::ForwardLog log;
-  nn::detail::run_forward(&log, false, [&] { return nn::materialize(module.forward(inputs...)); });
+  nn::detail::run_forward(&log, false, [&] { return nn::detail::finish(module.forward(inputs...)); });
   std::ostringstream os;
   os << "solder forward: " << log.kernels << (log.kernels == 1 ? " kernel" : " kernels") << " in "
      << log.plans.size() << (log.plans.size() == 1 ? " block" : " blocks") << "\n";

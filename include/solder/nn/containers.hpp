@@ -84,4 +84,29 @@ struct ModuleList {
   }
 };
 
+namespace detail {
+
+// A level of keys with no module of its own in C++: blocks named prefix + index
+// (torchvision's "encoder_layer_0"), or one child under a name (ViT's "heads.head").
+template <class M>
+struct Prefixed {
+  char const* prefix;
+  std::vector<M>& items;
+  template <class V>
+  void visit(V& v) {
+    for (std::size_t i = 0; i < items.size(); ++i) v.child(prefix + std::to_string(i), items[i]);
+  }
+};
+template <class M>
+struct Named {
+  char const* name;
+  M& child;
+  template <class V>
+  void visit(V& v) {
+    v.child(name, child);
+  }
+};
+
+}  // namespace detail
+
 }  // namespace solder::nn
