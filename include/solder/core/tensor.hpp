@@ -246,6 +246,19 @@ struct is_tensor : std::false_type {};
 template <class T, auto E, class D>
 struct is_tensor<BasicTensor<T, E, D>> : std::true_type {};
 
+// Where this thread's host tensors get their storage while a planned call runs
+// (runtime/workspace.hpp: sd::compile's reduce_overhead mode); none: the heap.
+struct HostStorage {
+  virtual std::shared_ptr<void> allocate(std::size_t bytes) = 0;
+
+ protected:
+  ~HostStorage() = default;
+};
+inline HostStorage*& host_storage() {
+  thread_local HostStorage* storage = nullptr;
+  return storage;
+}
+
 // Host storage is 64-byte aligned so vector loads never split cache lines.
 template <class T, class Device>
 std::shared_ptr<T> allocate(std::int64_t n) {
@@ -253,6 +266,7 @@ std::shared_ptr<T> allocate(std::int64_t n) {
     return cuda_allocate<T>(n);
   } else {
     std::size_t bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(T);
+    if (HostStorage* s = host_storage()) return std::static_pointer_cast<T>(s->allocate(bytes));
     void* p = ::operator new(bytes, std::align_val_t{64});
     return std::shared_ptr<T>(static_cast<T*>(p),
                               [](T* q) { ::operator delete(q, std::align_val_t{64}); });
