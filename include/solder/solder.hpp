@@ -8,6 +8,7 @@
 //             torchvision and Hugging Face are headers of their own (solder/nn/models/*.hpp),
 //             included where used: each compiles its blocks' kernels
 //   io/       safetensors files, read and written as PyTorch's
+//   runtime/  sd::compile: signatures, guards, recompiles, dynamic shapes, padding; the logs
 #pragma once
 
 #include "core/config.hpp"
@@ -57,3 +58,7 @@
 #include "nn/transformer.hpp"
 
 #include "io/safetensors.hpp"
+
+#include "runtime/logs.hpp"
+#include "runtime/dynamic.hpp"
+#include "runtime/compile.hpp"
