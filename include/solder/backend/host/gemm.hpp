@@ -35,15 +35,20 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../../core/config.hpp"
+#include "../../core/dtype.hpp"
 #include "../../core/threads.hpp"
 
 #if defined(__x86_64__) && !defined(__CUDA_ARCH__) && defined(__AVX512F__)
@@ -729,8 +734,33 @@ inline Limits& limits() {
   return l;
 }
 
+// A configuration of the blocked path other than the heuristic's, which max_autotune times
+// (runtime/autotune.hpp). Each field left at its default keeps the heuristic's choice.
+struct Choice {
+  std::int8_t jit = -1;      // 0: B packed in rounds; 1: just in time (when one group)
+  std::int8_t tm = 0;        // rows of the thread grid (when B is packed in rounds)
+  std::int8_t mc_shift = 0;  // a thread's C block: the heuristic's rows times 2^mc_shift
+  bool serial = false;       // on the calling thread
+  friend bool operator==(Choice const&, Choice const&) = default;
+};
+
+// What sd::compile's max_autotune installs on the thread of a call: given a product's key and
+// the choices that apply to it, it returns the one to run, timing each (`time` runs the product
+// with a choice and returns seconds) the first time it sees the key.
+struct Tuner {
+  virtual Choice choose(std::string const& key, std::vector<Choice> const& choices,
+                        std::function<double(Choice)> const& time) = 0;
+
+ protected:
+  ~Tuner() = default;
+};
+inline Tuner*& tuner() {
+  thread_local Tuner* t = nullptr;
+  return t;
+}
+
 template <class T>
-Plan make_plan(Problem const& p, Strided<T> const& b, int threads) {
+Plan make_plan(Problem const& p, Strided<T> const& b, int threads, Choice const& c = {}) {
   constexpr std::int64_t MR = Tile<T>::mr, NR = nr_of<T>, size = sizeof(T);
   auto const& caches = cache_sizes();
   Plan pl{};
@@ -750,7 +780,8 @@ Plan make_plan(Problem const& p, Strided<T> const& b, int threads) {
   // Just in time: B goes from memory to L1 once, instead of being written to a round and read
   // back per chunk of rows (measured on 2 threads, rounds against this: [512, 768] x [768,
   // 3072], 0.86; [32, 4096] x [4096, 4096], 0.84, and less when memory is busy).
-  pl.jit = limits().jit && pl.per == 1 && pl.mp * MR * (pl.kc + 4 * NR) * size <= caches.l2 / 2;
+  pl.jit = c.jit >= 0 ? c.jit == 1 && pl.per == 1
+                     : limits().jit && pl.per == 1 && pl.mp * MR * (pl.kc + 4 * NR) * size <= caches.l2 / 2;
   pl.tm = pl.tn = 1;
   if (pl.jit && !pl.independent) pl.tn = threads;
   // Sharing A costs the threads a barrier (microseconds, with passive waiting a sleep and a
@@ -767,6 +798,7 @@ Plan make_plan(Problem const& p, Strided<T> const& b, int threads) {
       double const cost = 2 * rows * cols + 16 * rows;
       if (best == 0 || cost < best) best = cost, pl.tm = tm, pl.tn = tn;
     }
+    if (c.tm > 0 && threads % c.tm == 0) pl.tm = c.tm, pl.tn = threads / c.tm;
   }
   std::int64_t const round_panels =
       pl.jit ? pl.cp : std::max(pl.tn, limits().round_bytes / (p.k * NR * size));
@@ -777,7 +809,7 @@ Plan make_plan(Problem const& p, Strided<T> const& b, int threads) {
   // rest (measured with a 2 MiB L2: a quarter to an eighth ran alike, half about 5% slower).
   // nc = 4 mc: B is read once per mc rows, A once per nc columns.
   double const l2 = double(caches.l2) / 4 / size;
-  double const mc = (std::sqrt(double(pl.kc * pl.kc) + 16 * l2) - double(pl.kc)) / 8;
+  double const mc = std::ldexp((std::sqrt(double(pl.kc * pl.kc) + 16 * l2) - double(pl.kc)) / 8, c.mc_shift);
   pl.mcp = pl.jit ? pl.mp : std::clamp<std::int64_t>(std::int64_t(mc) / MR, 1, pl.mp);
   pl.ncp = std::max<std::int64_t>(1, std::int64_t(4 * mc) / NR);
   if (pl.jit)  // all rows at once: the C block takes what A's slice leaves of half of L2
@@ -957,6 +989,34 @@ void run_empty(Problem const& p, Epilogue<T> const& out) {
       out.store(out.ctx, bi, i, 0, std::min(rows, p.m - i), p.n, zeros.get(), p.n);
 }
 
+// A product's key in max_autotune's cache: element type, shape, and how the operands are read.
+template <class T>
+std::string tuning_key(Problem const& p, Left<T> const& a, Strided<T> const& b) {
+  std::ostringstream os;
+  os << "gemm " << dtype_name<T>() << " batch=" << p.batch << " m=" << p.m << " n=" << p.n << " k=" << p.k
+     << " a=" << (a.producer.fill ? "produced" : a.memory.cs == 1 ? "rows" : "columns")
+     << " b=" << (b.bs == 0 ? "shared," : "") << (b.cs == 1 ? "rows" : "columns") << " threads=" << get_num_threads();
+  return os.str();
+}
+
+// The configurations max_autotune times for a product: the heuristic's, B packed the other way,
+// each thread grid, a C block half and twice as tall, and on one thread.
+template <class T>
+std::vector<Choice> choices(Problem const& p, Strided<T> const& b, bool parallel) {
+  std::vector<Choice> c{{}};
+  Plan const heuristic = make_plan(p, b, parallel ? get_num_threads() : 1);
+  if (heuristic.jit || (b.bs != 0 || p.batch == 1)) c.push_back({.jit = std::int8_t(heuristic.jit ? 0 : 1)});
+  if (parallel && !heuristic.independent && !heuristic.jit)
+    for (int tm = 1; tm <= get_num_threads(); ++tm)
+      if (get_num_threads() % tm == 0 && tm != heuristic.tm) c.push_back({.tm = std::int8_t(tm)});
+  if (!heuristic.jit) {
+    c.push_back({.mc_shift = -1});
+    c.push_back({.mc_shift = 1});
+  }
+  if (parallel) c.push_back({.serial = true});
+  return c;
+}
+
 template <class T>
 void run(Problem p, Left<T> const& a, Strided<T> const& b, Epilogue<T> const& out) {
   if (p.batch == 0 || p.m == 0 || p.n == 0) return;
@@ -969,18 +1029,26 @@ void run(Problem p, Left<T> const& a, Strided<T> const& b, Epilogue<T> const& ou
     return run_skinny(p, a, b, out, false, parallel);
   if (p.n <= skinny_rows && (a.producer.fill || a.memory.rs == 1 || a.memory.cs == 1))
     return run_skinny(p, a, b, out, true, parallel);
-  // The plan follows the team OpenMP gives (one thread when run from a parallel region).
-  Scratch<T> shared;  // the calling thread's (thread 0 of the team)
-  SOLDER_OMP(parallel if(parallel)) {
-    Blocked<T> const blocked{p, a, b, out, make_plan(p, b, team_size())};
-    Plan const& pl = blocked.pl;
-    if (!pl.independent && (!pl.jit || pl.share_a)) {  // a packed operand the threads share
-      if (team_rank() == 0)
-        shared.take(slot_b, pl.jit ? pl.mp * Tile<T>::mr * p.k : p.k * pl.rpn * nr_of<T>);
-      SOLDER_OMP(barrier)
+  auto blocked = [&](Choice const& c) {
+    // The plan follows the team OpenMP gives (one thread when run from a parallel region).
+    Scratch<T> shared;  // the calling thread's (thread 0 of the team)
+    SOLDER_OMP(parallel if(parallel && !c.serial)) {
+      Blocked<T> const run{p, a, b, out, make_plan(p, b, team_size(), c)};
+      Plan const& pl = run.pl;
+      if (!pl.independent && (!pl.jit || pl.share_a)) {  // a packed operand the threads share
+        if (team_rank() == 0)
+          shared.take(slot_b, pl.jit ? pl.mp * Tile<T>::mr * p.k : p.k * pl.rpn * nr_of<T>);
+        SOLDER_OMP(barrier)
+      }
+      run.run(shared.get());
     }
-    blocked.run(shared.get());
-  }
+  };
+  if (Tuner* t = tuner()) return blocked(t->choose(tuning_key(p, a, b), choices(p, b, parallel), [&](Choice c) {
+    auto const start = std::chrono::steady_clock::now();
+    blocked(c);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }));
+  blocked({});
 }
 
 }  // namespace solder::detail::host::gemm

@@ -1,0 +1,339 @@
+// The runtime (runtime/): sd::compile's signatures, recompiles and their limit, the generic
+// specialization, the stance, mark_dynamic, padding to buckets, modules, the eager backend,
+// fullgraph at run time, the logs, and 8 threads calling one compiled function at once.
+#include <solder/solder.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <latch>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace sd = solder;
+
+namespace {
+
+// Turns logs on and collects their lines for one test; restores stderr and no logs after.
+struct LogCapture {
+  std::vector<std::string> lines;
+  explicit LogCapture(std::string_view spec) {
+    sd::set_logs(spec);
+    sd::set_log_sink([this](std::string_view line) { lines.emplace_back(line); });
+  }
+  ~LogCapture() {
+    sd::set_log_sink({});
+    sd::set_logs("");
+  }
+  std::vector<std::string> starting(std::string const& prefix) const {
+    std::vector<std::string> out;
+    for (auto const& l : lines)
+      if (l.starts_with(prefix)) out.push_back(l);
+    return out;
+  }
+};
+
+struct StanceScope {
+  sd::Stance before;
+  explicit StanceScope(sd::Stance s) : before(sd::set_stance(s)) {}
+  ~StanceScope() { sd::set_stance(before); }
+};
+
+using Vec = sd::Tensor<float, 1>;
+
+auto twice() {
+  return [](auto const& x) { return x * 2.f; };
+}
+
+sd::Tensor<float, 1> plus_one(Vec const& x) { return x + 1.f; }
+
+}  // namespace
+
+TEST_CASE("a new signature is a recompile: counted, and logged with the guard that failed", "[runtime]") {
+  LogCapture logs("recompiles");
+  auto f = sd::compile(twice(), {.name = "twice"});
+  Vec a = sd::ones<float>(32), b = sd::ones<float>(64);
+  Vec y = f(a);
+  CHECK(y.shape()[0] == 32);
+  CHECK(y(31) == 2.f);
+  f(a);
+  f(b);
+  f(b);
+  auto const st = f.stats();
+  CHECK(st.calls == 4);
+  CHECK(st.recompiles == 1);
+  CHECK(st.specializations == 2);
+  CHECK_FALSE(st.generic);
+  CHECK(st.recompile_time.count() > 0);
+  REQUIRE(logs.lines.size() == 1);
+  CHECK(logs.lines[0] == "[solder:recompiles] twice: recompiling (2 of 8): arg0.size(0) == 32 failed (got 64)");
+
+  // dtype, alignment and numbers are guards too
+  f(sd::slice(Vec(sd::ones<float>(65)), 0, 1, 65));
+  CHECK(logs.lines.back() ==
+        "[solder:recompiles] twice: recompiling (3 of 8): arg0.is_aligned(64) == true failed (got false)");
+  f(sd::ones<double>(64));
+  CHECK(logs.lines.back() == "[solder:recompiles] twice: recompiling (4 of 8): arg0.dtype == float32 failed (got float64)");
+  auto scale = sd::compile([](Vec const& x, float s) { return x * s; }, {.name = "scale"});
+  CHECK(scale(a, 0.5f)(0) == 0.5f);
+  CHECK(scale(a, 0.25f)(0) == 0.25f);
+  CHECK(logs.lines.back() == "[solder:recompiles] scale: recompiling (2 of 8): arg1 == 0.5 failed (got 0.25)");
+  CHECK(scale.specializations()[0].signature.starts_with("arg0: float32[32] host aligned, arg1 = 0."));
+
+  // a free function, a struct of tensors returned as it is
+  auto g = sd::compile(plus_one);
+  CHECK(g(a)(0) == 2.f);
+  auto h = sd::compile([](Vec const& x) { return std::pair{sd::eval(x + 1.f), sd::eval(x - 1.f)}; });
+  auto [p, m] = h(a);
+  CHECK(p(0) == 2.f);
+  CHECK(m(0) == 0.f);
+}
+
+TEST_CASE("past recompile_limit: one generic specialization, said once", "[runtime]") {
+  LogCapture logs("recompiles");
+  auto f = sd::compile(twice(), {.recompile_limit = 2, .name = "f"});
+  for (int n = 1; n <= 6; ++n) CHECK(f(Vec(sd::ones<float>(n)))(n - 1) == 2.f);
+  f(Vec(sd::ones<float>(1)));  // its static specialization still serves it
+  auto const st = f.stats();
+  CHECK(st.specializations == 3);
+  CHECK(st.recompiles == 2);
+  CHECK(st.generic);
+  CHECK(st.calls == 7);
+  REQUIRE(logs.lines.size() == 2);
+  CHECK(logs.lines[0] == "[solder:recompiles] f: recompiling (2 of 2): arg0.size(0) == 1 failed (got 2)");
+  CHECK(logs.lines[1] ==
+        "[solder:recompiles] f: recompile_limit (2) reached: arg0.size(0) == 2 failed (got 3); switching to one "
+        "generic dynamic-shape specialization");
+  std::vector<std::uint64_t> calls;
+  for (auto const& s : f.specializations()) calls.push_back(s.calls);
+  CHECK(calls.size() == 3);
+
+  SECTION(".dynamic = false: static specializations only") {
+    auto s = sd::compile(twice(), {.dynamic = false, .recompile_limit = 2, .name = "s"});
+    s(Vec(sd::ones<float>(1)));
+    s(Vec(sd::ones<float>(2)));
+    CHECK_THROWS_WITH(s(Vec(sd::ones<float>(3))),
+                      "solder: s: recompile_limit (2) reached with .dynamic = false: arg0.size(0) == 2 failed (got 3)");
+    CHECK(s.stats().specializations == 2);
+    CHECK_FALSE(s.stats().generic);
+  }
+  SECTION(".dynamic = true: one generic specialization from the start") {
+    auto d = sd::compile(twice(), {.dynamic = true});
+    for (int n = 1; n <= 5; ++n) d(Vec(sd::ones<float>(n)));
+    CHECK(d.stats().specializations == 1);
+    CHECK(d.stats().recompiles == 0);
+    CHECK(d.stats().generic);
+    CHECK(d.specializations()[0].signature == "arg0: float32[dyn] host aligned");
+  }
+}
+
+TEST_CASE("sd::Stance::fail_on_recompile makes a recompile throw, naming the guard", "[runtime]") {
+  auto f = sd::compile(twice(), {.name = "f"});
+  Vec a = sd::ones<float>(32), b = sd::ones<float>(64);
+  {
+    StanceScope scope(sd::Stance::fail_on_recompile);
+    f(a);  // the first compile is not a recompile
+    f(a);
+    CHECK_THROWS_WITH(f(b), "solder: f: recompile refused (sd::Stance::fail_on_recompile): arg0.size(0) == 32 "
+                            "failed (got 64)");
+    CHECK(f.stats().specializations == 1);
+  }
+  CHECK(f(b)(0) == 2.f);
+  CHECK(f.stats().recompiles == 1);
+}
+
+TEST_CASE("mark_dynamic: a new size of a marked dim is no recompile", "[runtime]") {
+  LogCapture logs("recompiles");
+  auto f = sd::compile(twice(), {.name = "f"});
+  sd::Tensor<float, 2> x1 = sd::ones<float>(2, 10), x2 = sd::ones<float>(2, 20);
+  sd::mark_dynamic(x1, 1);
+  sd::mark_dynamic(x2, -1);
+  f(x1);
+  f(x2);
+  auto const x3 = x2;  // a copy is the same tensor: it keeps the mark
+  f(x3);
+  CHECK(f.stats().recompiles == 0);
+  CHECK(f.specializations()[0].signature == "arg0: float32[2, dyn] host aligned");
+  f(sd::Tensor<float, 2>(sd::ones<float>(2, 30)));  // unmarked
+  CHECK(logs.lines.back() == "[solder:recompiles] f: recompiling (2 of 8): arg0.size(1) == dyn failed (got 30)");
+  // another view of marked storage is another tensor
+  CHECK(sd::detail::marked_dims(sd::slice(x2, 1, 0, 5)) == 0);
+  CHECK(sd::detail::marked_dims(x3) == 2);
+
+  sd::Tensor<float, sd::ext<2, sd::dyn>> s = sd::ones<float>(sd::shape(sd::fix<2>, 3));
+  CHECK_THROWS_WITH(sd::mark_dynamic(s, 0), "solder: mark_dynamic: dim 0 has the static extent 2: it cannot vary");
+  CHECK_THROWS_WITH(sd::mark_dynamic(s, 2), Catch::Contains("mark_dynamic: dim 2 out of range"));
+}
+
+TEST_CASE("marks of freed storage are dropped", "[runtime]") {
+  { sd::mark_dynamic(Vec(sd::ones<float>(4)), 0); }
+  CHECK(sd::detail::marked_dims(Vec(sd::ones<float>(4))) == 0);
+  CHECK(sd::detail::dynamic_marks().count == 0);
+}
+
+TEST_CASE("pad_to and buckets: the padded tensor and its mask", "[runtime]") {
+  auto const x = sd::from_vector<float>({1, 2, 3, 4, 5, 6}, sd::shape(2, 3));
+  auto [p, mask] = sd::pad_to<4>(x, 1, -1.f);
+  CHECK(p.shape() == sd::Index<2>{2, 4});
+  CHECK(sd::to_vector(p) == std::vector<float>{1, 2, 3, -1, 4, 5, 6, -1});
+  CHECK(mask.shape() == sd::Index<2>{1, 4});
+  CHECK(sd::to_vector(mask) == std::vector<bool>{true, true, true, false});
+  sd::Tensor<float, 2> masked = sd::where(mask, p, 0.f);  // the mask broadcasts
+  CHECK(sd::to_vector(masked) == std::vector<float>{1, 2, 3, 0, 4, 5, 6, 0});
+
+  auto rows = sd::pad_to<4>(x, 0);
+  CHECK(rows.tensor.shape() == sd::Index<2>{4, 3});
+  CHECK(sd::to_vector(rows.tensor) == std::vector<float>{1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0});
+  CHECK(sd::to_vector(rows.mask) == std::vector<bool>{true, true, false, false});
+  auto same = sd::pad_to<3>(x, 1);  // already a multiple: x itself
+  CHECK(same.tensor.data() == x.data());
+  CHECK(sd::to_vector(same.mask) == std::vector<bool>{true, true, true});
+
+  sd::buckets const b{32, 64, 128, 256};
+  CHECK(b.bucket(1) == 32);
+  CHECK(b.bucket(64) == 64);
+  CHECK(b.bucket(65) == 128);
+  auto q = b.pad(x, -1);
+  CHECK(q.tensor.shape() == sd::Index<2>{2, 32});
+  CHECK(q.mask.shape() == sd::Index<2>{1, 32});
+  auto const qm = sd::to_vector(q.mask);
+  CHECK(std::count(qm.begin(), qm.end(), true) == 3);
+  CHECK(qm[2]);
+  CHECK_FALSE(qm[3]);
+  CHECK(q.tensor(1, 2) == 6.f);
+  CHECK(q.tensor(1, 3) == 0.f);
+  CHECK_THROWS_WITH(b.pad(sd::Tensor<float, 2>(sd::zeros<float>(1, 300)), 1),
+                    "solder: buckets: a length of 300 is past the largest bucket, 256");
+  CHECK_THROWS_WITH((sd::buckets{64, 32}), Catch::Contains("increasing"));
+
+  // bucketed lengths: as many specializations as buckets
+  auto f = sd::compile(twice());
+  for (std::int64_t n = 1; n <= 200; n += 7) f(b.pad(Vec(sd::ones<float>(n)), 0).tensor);
+  CHECK(f.stats().specializations == 4);
+}
+
+TEST_CASE("a compiled module: the module's result; the eager backend: the same, node by node", "[runtime][nn]") {
+  sd::nn::Sequential<sd::nn::Linear, sd::nn::ReLU, sd::nn::Linear> net{{16, 32}, {}, {32, 4}};
+  sd::Tensor<float, 2> const x = sd::rand<float>(sd::shape(8, 16), -1.f, 1.f);
+  sd::Tensor<float, 2> const want = net(x);
+  auto compiled = sd::compile(net, {.name = "mlp"});
+  auto const k0 = sd::detail::kernels_run();
+  sd::Tensor<float, 2> got = compiled(x);
+  auto const fused = sd::detail::kernels_run() - k0;
+  CHECK(fused == 2);  // one per block
+  CHECK(sd::to_vector(got) == sd::to_vector(want));
+
+  auto eager = sd::compile(net, {.backend = sd::Backend::eager});
+  auto const k1 = sd::detail::kernels_run();
+  sd::Tensor<float, 2> slow = eager(x);
+  CHECK(sd::detail::kernels_run() - k1 > fused);
+  auto const s = sd::to_vector(slow), w = sd::to_vector(want);
+  for (std::size_t i = 0; i < w.size(); ++i) CHECK(s[i] == Approx(w[i]).margin(1e-6));
+
+  // the module is referenced: weights changed after compiling are seen
+  net.get<2>().bias.value = sd::ones<float>(4);
+  sd::Tensor<float, 2> const after = net(x);
+  CHECK(sd::to_vector(compiled(x)) == sd::to_vector(after));
+}
+
+TEST_CASE("fullgraph at run time: a block before the result, or a result of several kernels, throws", "[runtime][nn]") {
+  sd::nn::Sequential<sd::nn::Linear, sd::nn::ReLU, sd::nn::Linear> net{{16, 32}, {}, {32, 4}};
+  sd::Tensor<float, 2> const x = sd::rand<float>(sd::shape(8, 16), -1.f, 1.f);
+  auto full = sd::compile(net, {.fullgraph = true, .name = "mlp"});
+  for (int i = 0; i < 2; ++i)  // every call, not just the first
+    CHECK_THROWS_WITH(full(x), Catch::StartsWith("solder: mlp: fullgraph: the forward materializes a block before "
+                                                 "its result (a run-time graph break): block 0, kernel 0: "
+                                                 "contraction kernel"));
+  sd::nn::Linear lin{16, 4};
+  auto one = sd::compile(lin, {.fullgraph = true});
+  CHECK(sd::to_vector(one(x)) == sd::to_vector(sd::Tensor<float, 2>(lin(x))));
+
+  auto centred = sd::compile([](Vec const& v) { return v - sd::sum(v); }, {.fullgraph = true, .name = "centred"});
+  CHECK_THROWS_WITH(centred(Vec(sd::ones<float>(4))),
+                    Catch::StartsWith("solder: centred: fullgraph: the result is 2 kernels, not one: kernel 0: "
+                                      "materialized because"));
+  auto fused = sd::compile([](Vec const& v) { return sd::relu(v * 2.f - 1.f); }, sd::fullgraph);
+  CHECK(fused(Vec(sd::ones<float>(4)))(0) == 1.f);
+}
+
+TEST_CASE("modes not built yet are refused", "[runtime]") {
+  CHECK_THROWS_WITH(sd::compile(twice(), {.mode = sd::Mode::reduce_overhead, .name = "f"}),
+                    "solder: compile: f: mode reduce_overhead is not available yet: only sd::Mode::standard is "
+                    "(docs/runtime.md)");
+  CHECK_THROWS_WITH(sd::compile(twice(), {.mode = sd::Mode::max_autotune}), Catch::Contains("max_autotune"));
+  CHECK_THROWS_WITH(sd::compile(twice(), {.recompile_limit = 0}), Catch::Contains("recompile_limit must be"));
+}
+
+TEST_CASE("logs: SOLDER_LOGS's syntax, the sink, the prefixes; fusion and graph_breaks on a first call", "[runtime]") {
+  sd::set_logs("all,-perf_hints");
+  CHECK(sd::log_enabled(sd::Log::fusion));
+  CHECK(sd::log_enabled(sd::Log::graph_breaks));
+  CHECK_FALSE(sd::log_enabled(sd::Log::perf_hints));
+  sd::set_logs(" +recompiles , fusion,-recompiles");
+  CHECK(sd::log_enabled(sd::Log::fusion));
+  CHECK_FALSE(sd::log_enabled(sd::Log::recompiles));
+  CHECK_THROWS_WITH(sd::set_logs("recompiles,guards"), Catch::StartsWith("solder: set_logs: unknown log(s) guards"));
+  sd::set_logs("");
+  CHECK_FALSE(sd::log_enabled(sd::Log::fusion));
+
+  LogCapture logs("fusion,graph_breaks");
+  sd::nn::Sequential<sd::nn::Linear, sd::nn::ReLU, sd::nn::Linear> net{{16, 32}, {}, {32, 4}};
+  auto compiled = sd::compile(net, {.name = "mlp"});
+  sd::Tensor<float, 2> const x = sd::rand<float>(sd::shape(8, 16), -1.f, 1.f);
+  compiled(x);
+  auto const fusion = logs.starting("[solder:fusion] mlp: ");
+  REQUIRE(fusion.size() > 3);
+  CHECK(fusion[0] == "[solder:fusion] mlp: first call of arg0: float32[8, 16] host aligned: 2 kernels in 2 blocks");
+  CHECK(fusion[1].starts_with("[solder:fusion] mlp: block 0: solder plan: 1 kernel"));
+  CHECK(logs.starting("[solder:graph_breaks] mlp: block 0 is materialized before the result").size() == 1);
+  CHECK(logs.starting("[solder:").size() == logs.lines.size());
+  CHECK(compiled.specializations()[0].plan.starts_with("2 kernels in 2 blocks\nblock 0: solder plan: 1 kernel"));
+  auto const n = logs.lines.size();
+  compiled(x);  // a cached signature: nothing to say
+  CHECK(logs.lines.size() == n);
+
+  auto centred = sd::compile([](Vec const& v) { return v - sd::sum(v); }, {.name = "centred"});
+  centred(Vec(sd::ones<float>(4)));
+  CHECK(logs.starting("[solder:graph_breaks] centred: block 0, kernel 0: materialized because sum").size() == 1);
+}
+
+TEST_CASE("8 threads calling one compiled function with new signatures at once", "[runtime][threads]") {
+  LogCapture logs("recompiles");
+  auto f = sd::compile([](Vec const& x) { return x + 1.f; }, {.recompile_limit = 16, .name = "f"});
+  constexpr int threads = 8, calls = 50;
+  std::vector<Vec> own, shared;
+  for (int t = 0; t < threads; ++t) {
+    own.push_back(sd::ones<float>(10 + t));
+    shared.push_back(sd::ones<float>(100));  // one more signature, met by all threads at once
+  }
+  std::latch start(threads);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < calls; ++i) {
+        Vec const y = f(i % 2 ? own[t] : shared[t]);
+        if (y(y.shape()[0] - 1) != 2.f) ++wrong;
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(wrong == 0);
+  auto const st = f.stats();
+  CHECK(st.calls == threads * calls);
+  CHECK(st.specializations == threads + 1);
+  CHECK(st.recompiles == threads);
+  CHECK(logs.lines.size() == threads);
+  std::set<std::string> signatures;
+  std::uint64_t total = 0;
+  for (auto const& s : f.specializations()) {
+    signatures.insert(s.signature);
+    total += s.calls;
+    CHECK(s.calls == (s.signature == "arg0: float32[100] host aligned" ? threads * calls / 2 : calls / 2));
+  }
+  CHECK(signatures.size() == threads + 1);
+  CHECK(total == threads * calls);
+}
