@@ -2,8 +2,10 @@
 // specialization, the stance, mark_dynamic, padding to buckets, modules, the eager backend,
 // fullgraph at run time, the logs, and 8 threads calling one compiled function at once.
 #include <solder/solder.hpp>
+#include <solder/nn/models/mlp.hpp>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include <atomic>
 #include <latch>
@@ -259,11 +261,26 @@ TEST_CASE("fullgraph at run time: a block before the result, or a result of seve
   CHECK(fused(Vec(sd::ones<float>(4)))(0) == 1.f);
 }
 
-TEST_CASE("modes not built yet are refused", "[runtime]") {
-  CHECK_THROWS_WITH(sd::compile(twice(), {.mode = sd::Mode::reduce_overhead, .name = "f"}),
-                    "solder: compile: f: mode reduce_overhead is not available yet: only sd::Mode::standard is "
-                    "(docs/runtime.md)");
-  CHECK_THROWS_WITH(sd::compile(twice(), {.mode = sd::Mode::max_autotune}), Catch::Contains("max_autotune"));
+TEST_CASE("modes: reduce_overhead plans a workspace per signature, max_autotune tunes every product shape",
+          "[runtime]") {
+  auto mlp = sd::models::mlp({.in_channels = 32, .hidden_channels = {32, 32, 8}});
+  auto const x = sd::rand<float>({4, 32});
+  sd::Tensor<float, 2> const want = mlp(x);
+  auto planned = sd::compile(mlp, {.mode = sd::Mode::reduce_overhead});
+  for (int call = 0; call < 3; ++call) CHECK(sd::to_vector(planned(x)) == sd::to_vector(want));
+  // Two intermediates of 4 x 32 floats, both alive while the second is computed.
+  CHECK(planned.stats().workspace_bytes == 2 * 512);
+
+  // The process's tuner persists under SOLDER_CACHE_DIR, read when first used.
+  auto const dir = std::filesystem::path(SOLDER_TESTS_BINARY_DIR) / "runtime-autotune";
+  std::filesystem::remove_all(dir);
+  ::setenv("SOLDER_CACHE_DIR", dir.c_str(), 1);
+  auto tuned = sd::compile(mlp, {.mode = sd::Mode::max_autotune});
+  auto const before = sd::runtime::Autotuner::global().tuned();
+  auto const y = tuned(sd::rand<float>({40, 32}));
+  CHECK(sd::runtime::Autotuner::global().tuned() > before);
+  CHECK(y.shape() == sd::Index<2>{40, 8});
+  CHECK(std::filesystem::exists(sd::runtime::Autotuner::global().file()));
   CHECK_THROWS_WITH(sd::compile(twice(), {.recompile_limit = 0}), Catch::Contains("recompile_limit must be"));
 }
 

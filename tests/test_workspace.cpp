@@ -111,3 +111,15 @@ TEST_CASE("workspace: a call that allocates differently finishes on the heap and
   CHECK(w.planned());
   CHECK(w.calls_recorded() == 2);
 }
+
+TEST_CASE("workspace: sd::compile's reduce_overhead allocates nothing in its steady state", "[runtime][workspace]") {
+  auto mlp = sd::models::mlp({.in_channels = 64, .hidden_channels = {64, 64, 10}});
+  auto planned = sd::compile(mlp, {.mode = sd::Mode::reduce_overhead});
+  auto const x = sd::rand<float>({8, 64});
+  sd::Tensor<float, 2> const want = mlp(x);
+  for (int call = 0; call < 2; ++call) CHECK(sd::to_vector(planned(x)) == sd::to_vector(want));
+  float first = 0;
+  CHECK(allocations_of([&] { first = planned(x)(0, 0); }) == 0);
+  CHECK(first == want(0, 0));
+  CHECK(planned.stats().workspace_bytes > 0);
+}

@@ -6,6 +6,10 @@
 // sd::Stance::fail_on_recompile; past recompile_limit the callable switches to one generic
 // specialization (every size and number "any"), or with .dynamic = false throws. A recompile
 // costs the guards and a cache insertion: microseconds, not a JIT's seconds (bench_overhead).
+// The modes: reduce_overhead serves each signature's host tensors from a workspace planned on
+// its first call (runtime/workspace.hpp: the steady state allocates nothing); max_autotune
+// times the GEMM engine's configurations of every product shape on first use and keeps the
+// fastest, in a cache file a later process loads (runtime/autotune.hpp).
 #pragma once
 #include <array>
 #include <atomic>
@@ -27,13 +31,16 @@
 #include <vector>
 
 #include "../nn/block.hpp"
+#include "autotune.hpp"
 #include "dynamic.hpp"
 #include "logs.hpp"
+#include "workspace.hpp"
 
 namespace solder {
 
-// torch.compile's modes; Mode::standard is its "default" (a C++ keyword). Only standard exists
-// yet: the others are refused with sd::Error until they do what they promise.
+// torch.compile's modes; Mode::standard is its "default" (a C++ keyword). On CUDA tensors,
+// reduce_overhead's CUDA Graphs and max_autotune's cuBLASLt and cuDNN choices are not built
+// yet: there both run as standard.
 enum class Mode { standard, reduce_overhead, max_autotune };
 // inductor: the fused kernels; eager: every block node by node (sd::eager), to bisect a
 // numerical difference between the two.
@@ -75,6 +82,7 @@ struct CompileStats {
   std::size_t specializations = 0;
   bool generic = false;  // the generic specialization is in use (.dynamic = true, or past the limit)
   std::chrono::nanoseconds recompile_time{0};  // guards and cache insertion, not the forwards
+  std::size_t workspace_bytes = 0;  // reduce_overhead: the planned workspaces' blocks, together
 };
 
 struct SpecializationInfo {
@@ -248,8 +256,23 @@ struct Specialization {
   std::mutex first_call;
   std::atomic<bool> ready{false};
   std::string plan;  // written once, before `ready`
-  // What the later slices of the runtime select per signature goes here: reduce_overhead's
-  // workspace plan, max_autotune's chosen configurations.
+  // reduce_overhead: a workspace per thread calling at once, each planned on its first call.
+  std::mutex workspaces_mutex;
+  std::vector<std::unique_ptr<runtime::Workspace>> idle_workspaces;
+  std::size_t workspace_bytes = 0;  // the largest planned
+
+  std::unique_ptr<runtime::Workspace> take_workspace() {
+    std::lock_guard lock(workspaces_mutex);
+    if (idle_workspaces.empty()) return std::make_unique<runtime::Workspace>();
+    auto w = std::move(idle_workspaces.back());
+    idle_workspaces.pop_back();
+    return w;
+  }
+  void give_back(std::unique_ptr<runtime::Workspace> w) {
+    std::lock_guard lock(workspaces_mutex);
+    workspace_bytes = std::max(workspace_bytes, w->bytes());
+    idle_workspaces.push_back(std::move(w));
+  }
 };
 
 // The cache of one compiled callable, shared by its copies and its threads.
@@ -258,9 +281,6 @@ class CompileCache {
   explicit CompileCache(Options o) : options_(std::move(o)), generic_(options_.dynamic == true) {
     static std::atomic<int> counter{0};
     if (options_.name.empty()) options_.name = "compiled#" + std::to_string(++counter);
-    check(options_.mode == Mode::standard, "compile: ", options_.name, ": mode ",
-          options_.mode == Mode::reduce_overhead ? "reduce_overhead" : "max_autotune",
-          " is not available yet: only sd::Mode::standard is (docs/runtime.md)");
     check(options_.recompile_limit >= 1, "compile: ", options_.name, ": recompile_limit must be at least 1, got ",
           options_.recompile_limit);
   }
@@ -359,7 +379,11 @@ class CompileCache {
     std::shared_lock lock(mutex_);
     CompileStats st{.recompiles = recompiles_, .specializations = cache_.size(), .generic = generic(),
                     .recompile_time = recompile_time_};
-    for (auto const& [key, s] : cache_) st.calls += s.calls.load(std::memory_order_relaxed);
+    for (auto& [key, s] : cache_) {
+      st.calls += s.calls.load(std::memory_order_relaxed);
+      std::lock_guard workspaces(s.workspaces_mutex);
+      st.workspace_bytes += s.workspace_bytes;
+    }
     return st;
   }
   std::vector<SpecializationInfo> specializations() const {
@@ -374,7 +398,7 @@ class CompileCache {
  private:
   Options options_;
   mutable std::shared_mutex mutex_;
-  std::map<std::string, Specialization, std::less<>> cache_;  // signature bytes -> specialization
+  mutable std::map<std::string, Specialization, std::less<>> cache_;  // signature bytes -> specialization
   Specialization const* last_ = nullptr;  // the newest: guards report against it
   std::atomic<bool> generic_;
   int static_count_ = 0;
@@ -424,7 +448,7 @@ class Compiled {
       if (!s->ready.load(std::memory_order_relaxed)) {
         if (c.captures()) {
           nn::detail::ForwardLog blocks;
-          auto r = forward(&blocks, a...);
+          auto r = forward(*s, &blocks, a...);
           if (auto* outer = nn::detail::forward_log()) {  // an sd::explain around this call
             outer->plans.insert(outer->plans.end(), blocks.plans.begin(), blocks.plans.end());
             outer->kernels += blocks.kernels;
@@ -436,7 +460,7 @@ class Compiled {
         s->ready.store(true, std::memory_order_release);
       }
     }
-    return forward(nn::detail::forward_log(), a...);
+    return forward(*s, nn::detail::forward_log(), a...);
   }
 
   CompileStats stats() const { return cache_->stats(); }
@@ -444,10 +468,30 @@ class Compiled {
   Options const& options() const { return cache_->options(); }
 
  private:
+  // The forward in the mode's setting: a workspace (reduce_overhead) or the tuner
+  // (max_autotune) installed on this thread for the call.
   template <class... A>
-  auto forward(nn::detail::ForwardLog* log, A const&... a) const {
-    return nn::detail::run_forward(log, cache_->options().backend == Backend::eager,
-                                   [&] { return nn::detail::finish(detail::call_forward(f_, a...)); });
+  auto forward(detail::Specialization& s, nn::detail::ForwardLog* log, A const&... a) const {
+    auto run = [&] {
+      return nn::detail::run_forward(log, cache_->options().backend == Backend::eager,
+                                     [&] { return nn::detail::finish(detail::call_forward(f_, a...)); });
+    };
+    switch (cache_->options().mode) {
+      case Mode::reduce_overhead: {
+        struct Lease {  // the workspace goes back to the pool however the call ends
+          detail::Specialization& s;
+          std::unique_ptr<runtime::Workspace> w;
+          ~Lease() { s.give_back(std::move(w)); }
+        } lease{s, s.take_workspace()};
+        runtime::Workspace::Call call(*lease.w);
+        return run();
+      }
+      case Mode::max_autotune: {
+        runtime::Autotuner::Call call(runtime::Autotuner::global());
+        return run();
+      }
+      default: return run();
+    }
   }
 
   F f_;

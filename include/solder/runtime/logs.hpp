@@ -20,7 +20,7 @@ enum class Log : std::uint32_t {
   fusion = 1u << 0,        // the plan of each block a signature's first call ran
   recompiles = 1u << 1,    // a new signature, with the guard that failed
   perf_hints = 1u << 2,    // (no events yet)
-  autotune = 1u << 3,      // (no events yet)
+  autotune = 1u << 3,      // each product shape max_autotune timed: its choice and every time
   output_code = 1u << 4,   // (no events yet)
   graph_breaks = 1u << 5,  // block boundaries and the planner's breaks of a signature's first call
 };

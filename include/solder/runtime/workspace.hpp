@@ -24,17 +24,17 @@
 
 namespace solder::runtime {
 
-class Workspace : detail::HostStorage {
+class Workspace : solder::detail::HostStorage {
  public:
   // Installs the workspace as this thread's host storage for one call.
   class Call {
    public:
-    explicit Call(Workspace& w) : w_(w), saved_(detail::host_storage()) {
+    explicit Call(Workspace& w) : w_(w), saved_(solder::detail::host_storage()) {
       w_.begin();
-      detail::host_storage() = &w_;
+      solder::detail::host_storage() = &w_;
     }
     ~Call() {
-      detail::host_storage() = saved_;
+      solder::detail::host_storage() = saved_;
       w_.end();
     }
     Call(Call const&) = delete;
@@ -42,7 +42,7 @@ class Workspace : detail::HostStorage {
 
    private:
     Workspace& w_;
-    detail::HostStorage* saved_;
+    solder::detail::HostStorage* saved_;
   };
 
   // Bytes of the block the intermediates share (0 before a plan exists).
