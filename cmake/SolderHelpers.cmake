@@ -17,6 +17,10 @@ if(SOLDER_SANITIZE)
     $<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>)
   target_link_options(solder_build_flags INTERFACE ${_solder_san_flags})
 endif()
+if(SOLDER_TSAN)
+  target_compile_options(solder_build_flags INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(solder_build_flags INTERFACE -fsanitize=thread)
+endif()
 target_link_libraries(solder_build_flags INTERFACE solder::solder)
 
 # Tests and examples: -O2 (kept out of Debug builds so a debugger still sees variables).

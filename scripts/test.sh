@@ -2,7 +2,8 @@
 # Full check: install deps; build/ (Release: tests, benchmarks, examples, and their CUDA
 # variants when nvcc is found) + every ctest entry;
 # then build-asan/ (ASan+UBSan, tests only) + the unit tests (consume, compile_fail and header tests are
-# not repeated there); then the safetensors fuzzer for SOLDER_FUZZ_SECONDS (default 60). Ends
+# not repeated there); then test_runtime under ThreadSanitizer (build-tsan/); then the
+# safetensors fuzzer for SOLDER_FUZZ_SECONDS (default 60). Ends
 # with a one-line summary (each stage's verdict and wall time); exits non-zero if anything failed.
 #   SOLDER_JOBS=<n>   parallel build/test jobs (default: nproc)
 set -uo pipefail
@@ -76,7 +77,16 @@ else
 fi
 end_stage
 
-# --- 3. The safetensors parser under libFuzzer (clang, ASan + UBSan), a bounded run ----------
+# --- 3. ThreadSanitizer: the runtime's tests (compiled callables called from many threads) ----
+begin_stage "tsan (build-tsan/)"
+if configure tsan build-tsan && cmake --build build-tsan -j "$jobs" --target test_runtime; then
+  TSAN_OPTIONS=halt_on_error=1 run_ctest tsan build-tsan -R '^test_runtime$'
+else
+  failed=1; summary+=("tsan: BUILD FAILED")
+fi
+end_stage
+
+# --- 4. The safetensors parser under libFuzzer (clang, ASan + UBSan), a bounded run ----------
 begin_stage "fuzz (build-fuzz/)"
 mkdir -p build-fuzz
 if SOLDER_FUZZ_SECONDS="${SOLDER_FUZZ_SECONDS:-60}" scripts/fuzz.sh >build-fuzz/fuzz.log 2>&1; then
