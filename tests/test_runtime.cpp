@@ -354,3 +354,23 @@ TEST_CASE("8 threads calling one compiled function with new signatures at once",
   CHECK(signatures.size() == threads + 1);
   CHECK(total == threads * calls);
 }
+
+TEST_CASE("logs: perf_hints name what a user can change; output_code lists the kernels", "[runtime]") {
+  std::vector<std::string> lines;
+  auto const previous = sd::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
+  sd::set_logs("perf_hints,output_code");
+  using M = sd::Tensor<float, 2>;
+  auto columns = sd::compile([](M const& m) { return sd::softmax(m, 0); }, {.name = "columns"});
+  columns(M(sd::rand<float>({64, 33})));
+  sd::set_logs("");
+  sd::set_log_sink(previous);
+  auto has = [&](std::string const& prefix, std::string const& text) {
+    for (auto const& l : lines)
+      if (l.rfind(prefix, 0) == 0 && l.find(text) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(has("[solder:perf_hints] columns: block 0, kernel 0", "a reduction over a dim that is not the innermost"));
+  CHECK(has("[solder:perf_hints] columns: block 0, kernel 0", "too little to be worth a kernel of its own"));
+  CHECK(has("[solder:perf_hints] columns: block 0, kernel 2", "the innermost extent 33 is not a multiple of 16"));
+  CHECK(has("[solder:output_code] block 0, kernel 2: element-wise kernel over [64, 33] float32", ""));
+}

@@ -24,7 +24,8 @@ namespace detail {
 
 // The blocks of the forward that sd::explain(module, ...) is running on this thread.
 struct ForwardLog {
-  std::vector<std::string> plans;
+  std::vector<std::string> plans;                                 // each block's explain text
+  std::vector<std::vector<solder::detail::KernelInfo>> blocks;   // and its kernels
   int kernels = 0;
 };
 inline ForwardLog*& forward_log() {
@@ -41,8 +42,10 @@ inline bool& eager_forward() {
 template <class X>
 void log_block(X const& x) {
   if (ForwardLog* log = forward_log()) {
-    log->plans.push_back(explain(x));
-    log->kernels += static_cast<int>(kernel_count<node_t<X>>);
+    auto kernels = solder::detail::plan_kernels(x);
+    log->plans.push_back(solder::detail::explain_text(kernels, eager_kernel_count<node_t<X>>));
+    log->kernels += static_cast<int>(kernels.size());
+    log->blocks.push_back(std::move(kernels));
   }
 }
 

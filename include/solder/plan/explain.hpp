@@ -281,19 +281,20 @@ inline std::string human_bytes(std::int64_t b) {
   return os.str();
 }
 
-}  // namespace detail
-
+// The planned kernels of an assignment of e, as explain describes them.
 template <Lazy X>
-std::string explain(X const& e) {
-  using N = node_t<X>;
-  detail::Explainer x;
-  detail::with_common_reductions(detail::stored(as_node(e)),
-                                 [&](auto const& n) { detail::plan_assignment(n, x); });
+std::vector<KernelInfo> plan_kernels(X const& e) {
+  Explainer x;
+  with_common_reductions(stored(as_node(e)), [&](auto const& n) { plan_assignment(n, x); });
+  return std::move(x.kernels);
+}
+
+inline std::string explain_text(std::vector<KernelInfo> const& kernels, std::size_t eager) {
   std::ostringstream os;
-  os << "solder plan: " << x.kernels.size() << (x.kernels.size() == 1 ? " kernel" : " kernels")
-     << " (eager: " << eager_kernel_count<N> << ")\n";
-  for (std::size_t i = 0; i < x.kernels.size(); ++i) {
-    auto const& k = x.kernels[i];
+  os << "solder plan: " << kernels.size() << (kernels.size() == 1 ? " kernel" : " kernels")
+     << " (eager: " << eager << ")\n";
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    auto const& k = kernels[i];
     os << "kernel " << i << ": " << k.kind << " over " << k.shape << ' ' << k.dtype << ", "
        << k.fused << (k.fused == 1 ? " node" : " nodes") << " fused\n"
        << "  " << k.expr << "\n"
@@ -306,6 +307,12 @@ std::string explain(X const& e) {
     if (!k.reason.empty()) os << "  break: materialized because " << k.reason << "\n";
   }
   return os.str();
+}
+}  // namespace detail
+
+template <Lazy X>
+std::string explain(X const& e) {
+  return detail::explain_text(detail::plan_kernels(e), eager_kernel_count<node_t<X>>);
 }
 
 template <Lazy X>

@@ -242,6 +242,27 @@ inline std::vector<std::string> plan_breaks(std::string const& plan) {
   }
   return breaks;
 }
+// Below this, a kernel's fork and launch cost more than its memory traffic (a few microseconds).
+inline constexpr std::int64_t small_kernel_bytes = 16 << 10;
+
+// A hint when a kernel's innermost extent ("[64, 33]") leaves a ragged tail on every line of
+// 64-byte vectors: padding it to a multiple (sd::pad_to) keeps the lines whole.
+inline std::string ragged(std::string const& shape, std::string const& dtype) {
+  auto const comma = shape.find_last_of(", [");
+  if (shape.size() < 3 || comma == std::string::npos) return "";
+  std::int64_t inner = 0;
+  try {
+    inner = std::stoll(shape.substr(comma + 1));
+  } catch (...) {
+    return "";
+  }
+  std::int64_t const lanes = dtype == "float64" || dtype == "int64" ? 8 : dtype == "bool" ? 64 : 16;
+  if (inner >= lanes * 4 || inner % lanes == 0 || inner < 2) return "";
+  return "the innermost extent " + std::to_string(inner) + " is not a multiple of " + std::to_string(lanes) +
+         " (one 64-byte vector): every line ends in a partial vector; sd::pad_to<" + std::to_string(lanes) +
+         "> (with its mask) makes the lines whole";
+}
+
 // A block's first kernel, as its plan describes it.
 inline std::string first_kernel(std::string const& plan) {
   std::size_t const at = plan.find("\nkernel 0: ");
@@ -339,7 +360,10 @@ class CompileCache {
   }
 
   // Whether a signature's first call runs with the forward log (nn/block.hpp).
-  bool captures() const { return options_.fullgraph || log_enabled(Log::fusion) || log_enabled(Log::graph_breaks); }
+  bool captures() const {
+    return options_.fullgraph || log_enabled(Log::fusion) || log_enabled(Log::graph_breaks) ||
+           log_enabled(Log::perf_hints) || log_enabled(Log::output_code);
+  }
 
   // A signature's first call ran with `blocks` logged: its plan, the fusion and graph_breaks
   // logs, and fullgraph's verdict (sd::Error).
@@ -364,6 +388,8 @@ class CompileCache {
       write_log(Log::fusion, text);
     }
     write_log(Log::graph_breaks, breaks);
+    write_log(Log::perf_hints, perf_hints(blocks));
+    if (log_enabled(Log::output_code)) write_log(Log::output_code, output_code(blocks));
     if (options_.fullgraph && blocks.plans.size() > 1)
       fail(name, ": fullgraph: the forward materializes a block before its result (a run-time graph break): "
                  "block 0, ", first_kernel(blocks.plans[0]));
@@ -373,6 +399,48 @@ class CompileCache {
            found.empty() ? first_kernel(blocks.plans.back()) : found.front());
     }
     s.plan = std::move(plan);
+  }
+
+  // What a user can change, from the kernels a signature's first call ran.
+  std::string perf_hints(nn::detail::ForwardLog const& log) const {
+    std::ostringstream os;
+    for (std::size_t b = 0; b < log.blocks.size(); ++b) {
+      auto const& kernels = log.blocks[b];
+      std::string const block = options_.name + ": block " + std::to_string(b);
+      bool element_wise = !kernels.empty();
+      for (std::size_t k = 0; k < kernels.size(); ++k) {
+        auto const& info = kernels[k];
+        std::string const at = block + ", kernel " + std::to_string(k) + " (" + info.expr.substr(0, 60) + ")";
+        element_wise = element_wise && info.kind == "element-wise kernel";
+        if (info.reason.find("fold leading dims") != std::string::npos)
+          os << at << ": a reduction over a dim that is not the innermost runs as a kernel of its own; transposing "
+                "the input once (or reducing the last dim) lets it fuse\n";
+        else if (!info.reason.empty())
+          os << at << ": materialized because " << info.reason << ": a round trip through memory ("
+             << human_bytes(info.written) << ")\n";
+        if (info.read + info.written < small_kernel_bytes)
+          os << at << ": moves " << human_bytes(info.read + info.written)
+             << ", too little to be worth a kernel of its own; fuse it into its neighbours or batch the inputs\n";
+        if (std::string const tail = ragged(info.shape, info.dtype); !tail.empty()) os << at << ": " << tail << "\n";
+      }
+      if (element_wise && b > 0)
+        os << block << " is element-wise only, yet materialized on its own: "
+           << human_bytes(kernels.front().read) << " go through memory and back; written in the same expression as the "
+           << "block before it (or as an element-wise module inside a Sequential) it would be its epilogue\n";
+    }
+    return os.str();
+  }
+  // The kernels of the first call as the planner chose them: the loop over which shape, the
+  // nodes fused into it, the bytes.
+  static std::string output_code(nn::detail::ForwardLog const& log) {
+    std::ostringstream os;
+    for (std::size_t b = 0; b < log.blocks.size(); ++b)
+      for (std::size_t k = 0; k < log.blocks[b].size(); ++k) {
+        auto const& info = log.blocks[b][k];
+        os << "block " << b << ", kernel " << k << ": " << info.kind << " over " << info.shape << ' ' << info.dtype
+           << "\n  " << info.expr << "\n";
+      }
+    return os.str();
   }
 
   CompileStats stats() const {
@@ -451,6 +519,7 @@ class Compiled {
           auto r = forward(*s, &blocks, a...);
           if (auto* outer = nn::detail::forward_log()) {  // an sd::explain around this call
             outer->plans.insert(outer->plans.end(), blocks.plans.begin(), blocks.plans.end());
+            outer->blocks.insert(outer->blocks.end(), blocks.blocks.begin(), blocks.blocks.end());
             outer->kernels += blocks.kernels;
           }
           c.first_call(*s, blocks);

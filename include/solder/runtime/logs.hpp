@@ -19,9 +19,9 @@ namespace solder {
 enum class Log : std::uint32_t {
   fusion = 1u << 0,        // the plan of each block a signature's first call ran
   recompiles = 1u << 1,    // a new signature, with the guard that failed
-  perf_hints = 1u << 2,    // (no events yet)
+  perf_hints = 1u << 2,    // what a user can change: reductions apart, tiny kernels, ragged lines, lone blocks
   autotune = 1u << 3,      // each product shape max_autotune timed: its choice and every time
-  output_code = 1u << 4,   // (no events yet)
+  output_code = 1u << 4,   // each kernel of a signature's first call: its loop, shape and fused nodes
   graph_breaks = 1u << 5,  // block boundaries and the planner's breaks of a signature's first call
 };
 
