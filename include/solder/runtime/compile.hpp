@@ -60,6 +60,8 @@ struct Options {
   int recompile_limit = 8;  // static specializations before the generic one
   Backend backend = Backend::inductor;
   std::string name{};  // in logs and errors; default "compiled#<n>"
+  // max_autotune's tuner: default the process's, whose choices persist under SOLDER_CACHE_DIR.
+  runtime::Autotuner* tuner = nullptr;
 };
 
 // sd::compile(f, sd::fullgraph, {...}): .fullgraph, and a callable that returns an expression of
@@ -556,7 +558,8 @@ class Compiled {
         return run();
       }
       case Mode::max_autotune: {
-        runtime::Autotuner::Call call(runtime::Autotuner::global());
+        auto* tuner = cache_->options().tuner;
+        runtime::Autotuner::Call call(tuner ? *tuner : runtime::Autotuner::global());
         return run();
       }
       default: return run();
