@@ -31,13 +31,10 @@
 #include <string>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include <solder/solder.hpp>
 
 #include "common.hpp"
+#include "fma_peak.hpp"
 
 #if defined(SOLDER_HAVE_OPENBLAS)
 #include <cblas.h>
@@ -134,42 +131,6 @@ void onednn_sgemm(Problem& p) {  // row-major, as cblas_sgemm's CblasRowMajor
 }
 #endif
 
-// The FMA roof: on every thread, independent FMAs on as many registers as latency times
-// throughput needs (4 cycles x 2 ports = 8) and more, none of them waiting on memory.
-#if defined(__AVX512F__)
-using Vec = __m512;
-constexpr int lanes = 16, accumulators = 16;
-Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-Vec vset(float x) { return _mm512_set1_ps(x); }
-float vfirst(Vec v) { return _mm512_cvtss_f32(v); }
-#elif defined(__AVX2__) && defined(__FMA__)
-using Vec = __m256;
-constexpr int lanes = 8, accumulators = 12;
-Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-Vec vset(float x) { return _mm256_set1_ps(x); }
-float vfirst(Vec v) { return _mm256_cvtss_f32(v); }
-#endif
-constexpr i64 peak_steps = 1 << 20;  // per thread: ~5 ms of FMAs at a few GHz
-
-#if defined(__AVX2__) && defined(__FMA__)
-double fma_peak_flops() { return 2.0 * lanes * accumulators * double(peak_steps) * sb::threads; }
-float fma_peak() {
-  float sum = 0;
-#pragma omp parallel reduction(+ : sum)
-  {
-    Vec acc[accumulators];
-    for (int i = 0; i < accumulators; ++i) acc[i] = vset(float(i) * 1e-3f);
-    Vec const x = vset(0.999999f), y = vset(1e-7f);
-    for (i64 s = 0; s < peak_steps; ++s) {
-#pragma GCC unroll 16
-      for (int i = 0; i < accumulators; ++i) acc[i] = vfma(acc[i], x, y);
-    }
-    for (int i = 0; i < accumulators; ++i) sum += vfirst(acc[i]);
-  }
-  return sum;
-}
-#endif
-
 // Registers `name` as sb::add does, with a GFLOP/s counter (2 m n k per product).
 template <class F>
 void add(std::string const& name, double flops, F f) {
@@ -247,20 +208,14 @@ int main(int argc, char** argv) {
     add(base + "_onednn", flops, [&p] { onednn_sgemm(p); });
 #endif
   }
-#if defined(__AVX2__) && defined(__FMA__)
-  add("BM_fma_peak", fma_peak_flops(), [] { benchmark::DoNotOptimize(fma_peak()); });
-#endif
+  if (sb::fma::available) add("BM_fma_peak", sb::fma::flops(), [] { benchmark::DoNotOptimize(sb::fma::peak()); });
 
   sb::MedianReporter rep;
   if (!sb::run_benchmarks(argc, argv, rep)) return 1;
   sb::print_medians(rep);
 
   double const peak_ns = rep.median_ns("BM_fma_peak");
-#if defined(__AVX2__) && defined(__FMA__)
-  double const peak = peak_ns > 0 ? fma_peak_flops() / peak_ns : 0;  // GFLOP/s
-#else
-  double const peak = 0;
-#endif
+  double const peak = peak_ns > 0 ? sb::fma::flops() / peak_ns : 0;  // GFLOP/s
   std::printf("\nFMA peak (%d threads, %s): %.1f GFLOP/s\n", sb::threads, sb::isa, peak);
   std::printf("\n%-28s %10s %8s %6s | %8s %6s | %8s %6s | %7s %7s\n", "shape (GFLOP/s, of peak)",
               "solder ms", "solder", "peak", "OpenBLAS", "peak", "oneDNN", "peak", "vs OB",
