@@ -37,7 +37,8 @@ char const* mode_name(sd::Mode m) {
 // fresh sd::compile(f) and its steady state.
 template <class F, class In>
 void add_workload(char const* name, benchmark::TimeUnit unit, F const& f, In const& input) {
-  sb::add((std::string("BM_") + name + "/plain").c_str(), unit, 0, [f, input] { return f(input); });
+  sb::add((std::string("BM_") + name + "/plain").c_str(), unit, 0,
+          [f, input] { return sd::nn::detail::finish(f(input)); });  // evaluated, as a compiled call's
   for (sd::Mode mode : {sd::Mode::standard, sd::Mode::reduce_overhead, sd::Mode::max_autotune}) {
     std::string const base = std::string("BM_") + name + "/" + mode_name(mode);
     auto first = [f, input, mode](benchmark::State& state) {
@@ -50,7 +51,12 @@ void add_workload(char const* name, benchmark::TimeUnit unit, F const& f, In con
         benchmark::DoNotOptimize(y);
       }
     };
-    sb::configure(benchmark::RegisterBenchmark((base + "/first").c_str(), first), unit)->UseManualTime();
+    // sb::configure's settings, with the time each iteration measures (its first call only).
+    benchmark::RegisterBenchmark((base + "/first").c_str(), first)
+        ->UseManualTime()
+        ->Repetitions(5)
+        ->ReportAggregatesOnly(true)
+        ->Unit(unit);
     auto steady = [f, input, mode](benchmark::State& state) {
       sd::runtime::Autotuner tuner;
       auto compiled = sd::compile(f, {.mode = mode, .tuner = &tuner});

@@ -47,9 +47,10 @@ def solder_steady(path):
         runs = json.load(f)["benchmarks"]
     out = {}
     for r in runs:
-        if r.get("aggregate_name") == "median" and r["run_name"].startswith("BM_mlp_batch1/"):
+        name = r["run_name"].split("/repeats")[0]  # BM_mlp_batch1/<mode>/<first|steady>, or /plain
+        if r.get("aggregate_name") == "median" and name.startswith("BM_mlp_batch1/"):
             scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[r["time_unit"]]
-            out[r["run_name"][len("BM_mlp_batch1/"):]] = r["real_time"] * scale
+            out[name[len("BM_mlp_batch1/"):]] = r["real_time"] * scale
     return out
 
 
