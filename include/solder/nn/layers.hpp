@@ -344,10 +344,10 @@ struct Dropout : Callable<Dropout> {
     solder::detail::check(p >= 0 && p <= 1, "nn::Dropout: p must be in [0, 1], got ", p);
   }
   template <Lazy X>
-  auto forward(X const& x) const {
+  X forward(X const& x) const {  // a tensor stays a tensor: no copy kernel where it is materialized
     solder::detail::check(!training || p == 0, "nn::Dropout(p=", p,
                           "): training mode is not supported yet; call sd::nn::eval(model) for inference");
-    return as_node(x);
+    return x;
   }
   template <class V>
   void visit(V&) {}

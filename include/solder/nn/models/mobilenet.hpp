@@ -130,7 +130,6 @@ struct MobileNetV2 : nn::Callable<MobileNetV2> {
     h = nn::materialize(features.stem(h));
     for (InvertedResidual const& block : features.blocks) h = block(h);
     h = nn::materialize(features.last(h));
-    // Not on a tensor: the classifier's Dropout would hand Linear a node to copy.
     return classifier(flatten<1>(adaptive_avg_pool2d(h, 1)));
   }
   template <class V>
