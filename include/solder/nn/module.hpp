@@ -161,12 +161,12 @@ struct Walk {
     } else {
       std::string const saved = prefix;
       prefix += std::string(n) + '.';
-      module(m);
+      visit_module(m);
       prefix = saved;
     }
   }
   template <class M>
-  void module(M& m) {
+  void visit_module(M& m) {
     visit_members<true>(m, *this);
     visit_members<false>(m, *this);
     after_module(m);
@@ -176,7 +176,7 @@ struct Walk {
 template <class M, class OnTensor, class AfterModule>
 void walk(M& m, OnTensor on_tensor, AfterModule after_module) {
   Walk<OnTensor, AfterModule> w{on_tensor, after_module, ""};
-  w.module(m);
+  w.visit_module(m);
 }
 template <class M, class OnTensor>
 void walk_tensors(M& m, OnTensor on_tensor) {
