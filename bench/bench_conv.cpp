@@ -197,15 +197,6 @@ struct DnnlConv {
 };
 #endif
 
-std::vector<std::string>& names() {  // registered benchmark names outlive registration
-  static std::vector<std::string> v;
-  return v;
-}
-char const* keep(std::string s) {
-  names().push_back(std::move(s));
-  return names().back().c_str();
-}
-
 template <Epilogue E>
 void add_layer(Layer const& layer) {
   auto* d = new Data(layer);  // lives as long as the benchmarks
@@ -222,11 +213,11 @@ void add_layer(Layer const& layer) {
   compare("solder eager");
   auto ms = benchmark::kMillisecond;
   std::string const base = std::string("BM_") + layer.name;
-  sb::add(keep(base + "_fused"), ms, 0, [d] {
+  sb::add((base + "_fused").c_str(), ms, 0, [d] {
     d->y = expression<E>(*d);
     return d->y.data();
   });
-  sb::add(keep(base + "_eager"), ms, 0, [d] {
+  sb::add((base + "_eager").c_str(), ms, 0, [d] {
     d->y = sd::eager(expression<E>(*d));
     return d->y.data();
   });
@@ -235,7 +226,7 @@ void add_layer(Layer const& layer) {
   dn->run();
   dn->to_nchw();
   compare("oneDNN");
-  sb::add(keep(base + "_onednn"), ms, 0, [dn] {
+  sb::add((base + "_onednn").c_str(), ms, 0, [dn] {
     dn->run();
     return dn;
   });

@@ -69,15 +69,6 @@ std::string bench_name(char const* model, std::int64_t batch, char const* how) {
   return std::string("BM_") + model + "_b" + std::to_string(batch) + "_" + how;
 }
 
-std::vector<std::string>& names() {  // registered benchmark names outlive registration
-  static std::vector<std::string> v;
-  return v;
-}
-char const* keep(std::string s) {
-  names().push_back(std::move(s));
-  return names().back().c_str();
-}
-
 // One model at one batch size: its input, its output, fused checked against eager.
 template <class Net>
 void add_model(Net const* net, char const* name, std::int64_t batch) {
@@ -91,11 +82,11 @@ void add_model(Net const* net, char const* name, std::int64_t batch) {
   std::string const what = std::string(name) + " b" + std::to_string(batch) + " eager vs fused";
   sb::check_close(what.c_str(), eager.data(), d->y.data(), d->y.numel(), 1e-5, 1e-4);
   auto ms = benchmark::kMillisecond;
-  sb::add(keep(bench_name(name, batch, "fused")), ms, 0, [net, d] {
+  sb::add(bench_name(name, batch, "fused").c_str(), ms, 0, [net, d] {
     d->y = (*net)(d->x);
     return d->y.data();
   });
-  sb::add(keep(bench_name(name, batch, "eager")), ms, 0, [net, d] {
+  sb::add(bench_name(name, batch, "eager").c_str(), ms, 0, [net, d] {
     d->y = sd::eager(*net, d->x);
     return d->y.data();
   });
@@ -133,11 +124,11 @@ void add_bert(sd::models::BertModel const* net) {
     sb::check_close(what.c_str(), eager.last_hidden_state.data(), d->out.last_hidden_state.data(),
                     d->out.last_hidden_state.numel(), 1e-4, 1e-4);
     auto ms = benchmark::kMillisecond;
-    sb::add(keep(bench_name("bert", batch, "fused")), ms, 0, [net, d] {
+    sb::add(bench_name("bert", batch, "fused").c_str(), ms, 0, [net, d] {
       d->out = (*net)(d->ids, d->types, d->mask);
       return d->out.pooler_output.data();
     });
-    sb::add(keep(bench_name("bert", batch, "eager")), ms, 0, [net, d] {
+    sb::add(bench_name("bert", batch, "eager").c_str(), ms, 0, [net, d] {
       d->out = sd::eager(*net, d->ids, d->types, d->mask);
       return d->out.pooler_output.data();
     });
