@@ -384,3 +384,44 @@ TEMPLATE_TEST_CASE("gemm engine: runs are bitwise repeatable, and alike on 1 and
           p, first, [&](i64 bi, i64 i, i64 q) { return a.at(bi, i, q); }, b);
     }
 }
+
+TEMPLATE_TEST_CASE("gemm engine: B packed ahead of time gives the same bits as B packed per call", "[gemm]",
+                   float, double) {
+  using T = TestType;
+  ThreadGuard guard;
+  struct Shape {
+    i64 batch, m, n, k;
+    bool shared;
+  };
+  struct Ask {  // gemm::Prepacked's source: prepack_b's copy, and how often it was asked
+    std::shared_ptr<T const> packed;
+    int asked = 0;
+    static T const* get(void* ctx, gemm::Problem const&, gemm::Strided<T> const&) {
+      auto& s = *static_cast<Ask*>(ctx);
+      ++s.asked;
+      return s.packed.get();
+    }
+  };
+  // just in time (one group; A shared), rounds (a grid), B per batch (independent), one B for
+  // the batches, k over several blocks, n not a multiple of a panel, and a skinny product
+  // (which never asks)
+  for (auto [batch, m, n, k, shared] :
+       {Shape{1, 300, 257, 600, true}, Shape{1, 1100, 90, 300, true}, Shape{4, 31, 300, 128, false},
+        Shape{3, 64, 200, 97, true}, Shape{1, 17, 33, 1500, true}, Shape{1, 5, 64, 64, true}})
+    for (int threads : {1, 2})
+      for (Layout lb : {Layout::row_major, Layout::col_major}) {
+        CAPTURE(batch, m, n, k, shared, threads, int(lb));
+        sd::set_num_threads(threads);
+        auto const a = make<T>(batch, m, k, Layout::row_major, false, 61);
+        auto const b = make<T>(batch, k, n, lb, shared, 62);
+        gemm::Problem const p{batch, m, n, k};
+        Ask ask{gemm::prepack_b(p, b.strided())};
+        Result<T> packed_each_call(batch, m, n), ahead(batch, m, n);
+        gemm::run<T>(p, left_of(a), b.strided(), packed_each_call.epilogue());
+        gemm::run<T>(p, left_of(a), b.strided(), ahead.epilogue(), {&Ask::get, &ask});
+        CHECK(ask.asked == (m <= gemm::skinny_rows ? 0 : 1));
+        REQUIRE(std::memcmp(packed_each_call.c.data(), ahead.c.data(), ahead.c.size() * sizeof(T)) == 0);
+        check<T>(
+            p, ahead, [&](i64 bi, i64 i, i64 q) { return a.at(bi, i, q); }, b);
+      }
+}

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "pack_cache.hpp"
 #include "view.hpp"
 
 namespace solder {
@@ -112,6 +113,7 @@ struct Contract : detail::ExprTag {
   char const* op;  // the function the user called, for errors and explain()
   std::uint64_t id = detail::next_node_id();
   Index<rank> shape_;
+  std::shared_ptr<detail::PackCache> b_pack;  // b packed once for the engine (a module's weight), or null
 
   Contract(A x, B y, char const* name) : a(std::move(x)), b(std::move(y)), op(name) {
     auto const& sa = a.shape();  // (one declaration each: their types differ, which nvcc refuses)
@@ -148,6 +150,7 @@ struct Contract : detail::ExprTag {
   auto rebuild(KA const& ka, KB const& kb) const {
     Contract<node_t<KA>, node_t<KB>> c(as_node(ka), as_node(kb), op);
     c.id = id;
+    c.b_pack = b_pack;
     return c;
   }
 };

@@ -169,6 +169,7 @@ struct Conv2d : detail::ExprTag {
   std::int64_t groups;
   std::uint64_t id = detail::next_node_id();
   Index<rank> shape_;
+  std::shared_ptr<detail::PackCache> w_pack;  // w packed once for the engine (a module's weight), or null
 
   // (Built by conv2d, which checks the shapes and computes the output's.)
   Conv2d(X x_, W w_, detail::Window2d const& window, std::int64_t g, Index<rank> const& shape)
@@ -205,6 +206,7 @@ struct Conv2d : detail::ExprTag {
   auto rebuild(KX const& kx, KW const& kw) const {
     Conv2d<node_t<KX>, node_t<KW>> c(as_node(kx), as_node(kw), win, groups, shape_);
     c.id = id;
+    c.w_pack = w_pack;
     return c;
   }
 };

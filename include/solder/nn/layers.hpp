@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -41,6 +42,22 @@ struct Bias {
   bool present = true;
 };
 
+// A weight packed for the engine on the first forward in eval mode and kept
+// (expr/pack_cache.hpp): dropped by prepare(), so after load_state_dict, eval and train; never
+// used in training mode, where the weights change between calls. A copy of a module packs its
+// own.
+struct PackedWeight {
+  std::shared_ptr<solder::detail::PackCache> cache = std::make_shared<solder::detail::PackCache>();
+  PackedWeight() = default;
+  PackedWeight(PackedWeight const&) : PackedWeight() {}
+  PackedWeight& operator=(PackedWeight const&) {
+    cache = std::make_shared<solder::detail::PackCache>();
+    return *this;
+  }
+  // The cache for a forward in this mode.
+  std::shared_ptr<solder::detail::PackCache> in(bool training) const { return training ? nullptr : cache; }
+};
+
 template <class X>
 std::string shape_text(X const& x) {
   return shape_string<node_t<X>::rank>(x.shape());
@@ -71,6 +88,8 @@ struct Linear : Callable<Linear> {
   std::int64_t in_features, out_features;
   Param<2> weight;
   detail::Bias bias;
+  bool training = false;
+  detail::PackedWeight packed;
 
   Linear(std::int64_t in, std::int64_t out, LinearOptions o = {})
       : in_features(in), out_features(out), weight(detail::uniform({out, in}, in)),
@@ -84,8 +103,11 @@ struct Linear : Callable<Linear> {
                           ", out_features=", out_features, "): input of shape ", detail::shape_text(x),
                           " does not end in ", in_features, " features (weight of shape ",
                           shape_string<2>(weight.shape()), ")");
-    return linear(x, weight, bias.value);
+    auto product = solder::detail::contract(x, transpose(weight, 0, 1), "linear");  // (linear(x, weight) + bias)
+    product.b_pack = packed.in(training);
+    return product + bias.value;
   }
+  void prepare() { packed.cache->clear(); }
   template <class V>
   void visit(V& v) {
     v.parameter("weight", weight);
@@ -109,6 +131,8 @@ struct Conv2d : Callable<Conv2d> {
   solder::Conv2dOptions options;
   Param<4> weight;
   detail::Bias bias;
+  bool training = false;
+  detail::PackedWeight packed;
 
   // Options by reference (also MaxPool2d's, AvgPool2d's): GCC 12.2 at -O2 tuned for AVX-512 Intel cores
   // (-march=native on this host) builds a by-value argument {1, 1, 0, 0} as a broadcast of 1.
@@ -125,8 +149,11 @@ struct Conv2d : Callable<Conv2d> {
                           "): input of shape ", detail::shape_text(x), " has ", x.shape()[R - 3],
                           " channels, expected ", in_channels, " (weight of shape ",
                           shape_string<4>(weight.shape()), ")");
-    return conv2d(x, weight, bias.value, options);
+    auto conv = conv2d(x, weight, options);  // (conv2d(x, weight, bias, options))
+    conv.w_pack = packed.in(training);
+    return conv + unsqueeze(unsqueeze(bias.value, -1), -1);
   }
+  void prepare() { packed.cache->clear(); }
   template <class V>
   void visit(V& v) {
     v.parameter("weight", weight);

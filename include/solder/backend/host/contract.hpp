@@ -183,6 +183,26 @@ EpilogueRun<Ev, typename OutTensor::value_type, D> epilogue_run(Ev& ev, OutTenso
   return {&ev, out.data(), out.strides(), &l, 0, lines};
 }
 
+// gemm::Prepacked from a node's PackCache (expr/pack_cache.hpp): B packed on its first product
+// and kept while its storage, its layout and the engine's blocks stay the same.
+struct PackSource {
+  PackCache* cache;
+  std::shared_ptr<void const> storage;
+};
+template <class T>
+T const* cached_pack(void* ctx, gemm::Problem const& p, gemm::Strided<T> const& b) {
+  auto const& s = *static_cast<PackSource const*>(ctx);
+  PackCache::Key const key{reinterpret_cast<std::intptr_t>(b.data), b.bs == 0 ? 1 : p.batch, p.n, p.k, b.rs, b.cs,
+                           b.bs, gemm::k_blocks<T>(p.k)[0], std::int64_t(sizeof(T)), gemm::nr_of<T>};
+  return static_cast<T const*>(
+      s.cache->get(key, s.storage, [&] { return std::shared_ptr<void const>(gemm::prepack_b(p, b)); }));
+}
+template <class T>
+gemm::Prepacked<T> prepacked(PackSource& s) {
+  if (!s.cache) return {};
+  return {&cached_pack<T>, &s};
+}
+
 // How each kind of anchor computes its blocks: run(anchor, out, ev, temps) hands every block
 // of the anchor's result to the kernel's epilogue (epilogue_run, store_block).
 template <class Anchor>
@@ -221,7 +241,8 @@ struct AnchorEngine<Contract<A, B>> {
     if (l.batch == 1 || l.batch_linear()) {
       auto const one = l.batch > 1 ? l.offsets(1) : std::array<std::int64_t, 2>{};
       left.memory = {a.data(), l.a_rs, l.a_cs, one[0]};
-      gemm::run<T>(p, left, {b.data(), l.b_rs, l.b_cs, one[1]}, epilogue);
+      PackSource source{anchor.b_pack.get(), b.storage()};
+      gemm::run<T>(p, left, {b.data(), l.b_rs, l.b_cs, one[1]}, epilogue, prepacked<T>(source));
       return;
     }
     p.batch = 1;  // batch dims that do not flatten to one stride: one call per batch

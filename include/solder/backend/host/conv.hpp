@@ -223,9 +223,10 @@ void depthwise(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std:
   });
 }
 
+// `pre`: the weight packed ahead of time, for the products (a weight read in place only).
 template <class T>
 void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::int64_t groups, std::int64_t oh,
-            std::int64_t ow, Sink<T> const& sink) {
+            std::int64_t ow, Sink<T> const& sink, gemm::Prepacked<T> pre = {}) {
   if (groups == x.c && groups > 1) return depthwise(x, w, win, oh, ow, sink);
   std::int64_t const pixels = oh * ow, cout = w.n / groups, k = w.c * w.h * w.w;
   bool const pointwise = w.h == 1 && w.w == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 && win.pw == 0 &&
@@ -234,7 +235,7 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
     GemmBlocks<T> blocks{sink, pixels, pixels, 0};
     gemm::Left<T> left;
     left.memory = {x.data, x.sw, x.sc, x.sn};
-    gemm::run<T>({x.n, pixels, cout, k}, left, {w.data, w.sc, w.sn, 0}, {&store_gemm_block<T>, &blocks});
+    gemm::run<T>({x.n, pixels, cout, k}, left, {w.data, w.sc, w.sn, 0}, {&store_gemm_block<T>, &blocks}, pre);
     return;
   }
   // W^T read in place needs w's [C_in/g, kH, kW] as one run; else a contiguous copy (rare: a
@@ -249,13 +250,14 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
           for (std::int64_t b = 0; b < w.w; ++b)
             copy[static_cast<std::size_t>(i++)] = w.plane(co, ci)[a * w.sh + b * w.sw];
     wk = {copy.data(), w.n, w.c, w.h, w.w, k, w.h * w.w, w.w, 1};
+    pre = {};  // (the copy is made anew each call)
   }
   Patches<T> const patches{x, win, w.c, oh, ow};
   GemmBlocks<T> blocks{sink, pixels, 0, cout};
   gemm::Left<T> left;
   left.producer = {&fill_patches<T>, &patches};
   gemm::run<T>({groups, x.n * pixels, cout, k}, left, {wk.data, 1, wk.sn, cout * wk.sn},
-               {&store_gemm_block<T>, &blocks});
+               {&store_gemm_block<T>, &blocks}, pre);
 }
 
 // ---- pools ----------------------------------------------------------------------------------
@@ -402,8 +404,9 @@ struct AnchorEngine<Conv2d<X, W>> {
     auto const w = in_memory(anchor.w);
     auto epilogue = plane_epilogue<T>(ev, out);
     conv::Sink<T> const sink{&store_planes<Ev, typename OutTensor::value_type, D, T>, &epilogue};
+    PackSource source{anchor.w_pack.get(), w.storage()};
     conv::conv2d<T>(conv::planes(x), conv::planes(w), anchor.win, anchor.groups, out.shape()[D - 2],
-                    out.shape()[D - 1], sink);
+                    out.shape()[D - 1], sink, prepacked<T>(source));
   }
 };
 

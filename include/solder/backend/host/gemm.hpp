@@ -142,6 +142,15 @@ struct Problem {
   std::int64_t batch, m, n, k;
 };
 
+// B packed ahead of time (a module's weight, packed once and kept by the caller): where a
+// product takes the blocked path, get() returns B in prepack_b's layout, or null to pack it as
+// usual. The skinny path reads B where it lies and never asks.
+template <class T>
+struct Prepacked {
+  T const* (*get)(void* ctx, Problem const& p, Strided<T> const& b) = nullptr;
+  void* ctx = nullptr;
+};
+
 // Products of at most this many rows of C per B (or columns per A) take the skinny path: below
 // it a packed A block would be reused by too few rows to pay for packing B.
 inline constexpr std::int64_t skinny_rows = 16;
@@ -391,6 +400,14 @@ void pack_panel(T const* src, std::int64_t rs, std::int64_t cs, std::int64_t row
     for (std::int64_t q = 0; q < kc; ++q)
       for (int r = 0; r < P; ++r) dst[q * P + r] = r < rows ? src[r * rs + q * cs] : T(0);
   }
+}
+
+// B's micro-panel of group g: rows [k0, k0 + kcur) x columns [j0, j0 + NR) into dst.
+template <class T>
+void pack_b_panel(Strided<T> const& b, std::int64_t n, std::int64_t g, std::int64_t k0, std::int64_t kcur,
+                  std::int64_t j0, T* dst) {
+  constexpr std::int64_t NR = nr_of<T>;
+  pack_panel<NR>(b.data + g * b.bs + k0 * b.rs + j0 * b.cs, b.cs, b.rs, std::min(NR, n - j0), kcur, dst);
 }
 
 // ---- kernels ------------------------------------------------------------------------------
@@ -759,18 +776,53 @@ inline Tuner*& tuner() {
   return t;
 }
 
+// The k blocks of the blocked path: {kc, npc}, npc blocks of kc (the last one shorter). kc:
+// B's micro-panel (kc x NR) and A's (MR x kc) fill L1 but for one way of it, which the C tile
+// and the stack share (BLIS's model, Low et al.). On a 48 KiB 12-way L1: kc = 256 floats, B's
+// panel in 8 ways; 192 to 320 measured alike.
 template <class T>
-Plan make_plan(Problem const& p, Strided<T> const& b, int threads, Choice const& c = {}) {
+std::array<std::int64_t, 2> k_blocks(std::int64_t k) {
+  auto const& caches = cache_sizes();
+  std::int64_t const l1 = caches.l1d - caches.l1d / caches.l1d_ways;
+  std::int64_t const kc_max =
+      std::max<std::int64_t>(16, l1 / ((Tile<T>::mr + nr_of<T>) * std::int64_t(sizeof(T))));
+  std::int64_t const npc = ceil_div(k, kc_max);
+  return {ceil_div(k, npc), npc};
+}
+
+// B packed ahead of time for the blocked path, every group's (one when B's batch stride is 0,
+// else one per batch), prepacked_size apart: k block pc at pc * kc * cp * NR, its column panel
+// jp at jp * kcur * NR (cp micro-panels of NR columns, zeros past n).
+template <class T>
+std::int64_t prepacked_size(Problem const& p) {
+  return p.k * ceil_div(p.n, nr_of<T>) * nr_of<T>;
+}
+template <class T>
+std::shared_ptr<T const> prepack_b(Problem const& p, Strided<T> const& b) {
+  constexpr std::int64_t NR = nr_of<T>;
+  std::int64_t const groups = b.bs == 0 ? 1 : p.batch, cp = ceil_div(p.n, NR), size = prepacked_size<T>(p);
+  auto const [kc, npc] = k_blocks<T>(p.k);
+  auto const bytes = static_cast<std::size_t>(std::max<std::int64_t>(groups * size, 1)) * sizeof(T);
+  std::shared_ptr<T> packed(static_cast<T*>(::operator new(bytes, std::align_val_t{64})),
+                            [](T* q) { ::operator delete(q, std::align_val_t{64}); });
+  SOLDER_OMP(parallel for collapse(2) schedule(static) if(groups * size >= parallel_min_work / 16))
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (std::int64_t jp = 0; jp < cp; ++jp)
+      for (std::int64_t pc = 0; pc < npc; ++pc) {
+        std::int64_t const k0 = pc * kc, kcur = std::min(kc, p.k - k0);
+        pack_b_panel(b, p.n, g, k0, kcur, jp * NR, packed.get() + g * size + k0 * cp * NR + jp * kcur * NR);
+      }
+  return packed;
+}
+
+// `prepacked`: B is packed ahead of time (prepack_b): one round of all its columns.
+template <class T>
+Plan make_plan(Problem const& p, Strided<T> const& b, int threads, Choice const& c = {}, bool prepacked = false) {
   constexpr std::int64_t MR = Tile<T>::mr, NR = nr_of<T>, size = sizeof(T);
   auto const& caches = cache_sizes();
   Plan pl{};
-  // kc: B's micro-panel (kc x NR) and A's (MR x kc) fill L1 but for one way of it, which the
-  // C tile and the stack share (BLIS's model, Low et al.). On a 48 KiB 12-way L1: kc = 256
-  // floats, B's panel in 8 ways; 192 to 320 measured alike.
-  std::int64_t const l1 = caches.l1d - caches.l1d / caches.l1d_ways;
-  std::int64_t const kc_max = std::max<std::int64_t>(16, l1 / ((MR + NR) * size));
-  pl.npc = ceil_div(p.k, kc_max);
-  pl.kc = ceil_div(p.k, pl.npc);
+  auto const kb = k_blocks<T>(p.k);
+  pl.kc = kb[0], pl.npc = kb[1];
   pl.per = b.bs == 0 ? p.batch : 1;
   pl.groups = p.batch / pl.per;
   pl.mp = ceil_div(p.m, MR);
@@ -801,7 +853,7 @@ Plan make_plan(Problem const& p, Strided<T> const& b, int threads, Choice const&
     if (c.tm > 0 && threads % c.tm == 0) pl.tm = c.tm, pl.tn = threads / c.tm;
   }
   std::int64_t const round_panels =
-      pl.jit ? pl.cp : std::max(pl.tn, limits().round_bytes / (p.k * NR * size));
+      pl.jit || prepacked ? pl.cp : std::max(pl.tn, limits().round_bytes / (p.k * NR * size));
   pl.rounds = ceil_div(pl.cp, round_panels);
   pl.rpn = ceil_div(pl.cp, pl.rounds);
   // The C block (mc x nc, nc = 4 mc) and A's kc-slice of it (mc x kc) fill a quarter of L2:
@@ -825,14 +877,8 @@ struct Blocked {
   Left<T> const& a;
   Strided<T> const& b;
   Epilogue<T> const& out;
+  T const* prepacked;  // B packed ahead of time (prepack_b), or null
   Plan pl;
-
-  // Packs B's micro-panel of group g at rows [k0, k0 + kcur) x columns [j0, j0 + NR) into dst.
-  void pack_b_panel(std::int64_t g, std::int64_t k0, std::int64_t kcur, std::int64_t j0,
-                    T* dst) const {
-    pack_panel<NR>(b.data + g * b.bs + k0 * b.rs + j0 * b.cs, b.cs, b.rs, std::min(NR, p.n - j0),
-                   kcur, dst);
-  }
 
   // Packs items [item0, item1) of round `round` of group g into packed: item = (k block pc,
   // panel j of the round), stored at pc * kc * rpn * NR + j * kcur * NR.
@@ -842,7 +888,7 @@ struct Blocked {
     for (std::int64_t item = item0; item < item1; ++item) {
       std::int64_t const pc = item / panels, jp = item % panels;
       std::int64_t const k0 = pc * pl.kc, kcur = std::min(pl.kc, p.k - k0);
-      pack_b_panel(g, k0, kcur, (round * pl.rpn + jp) * NR,
+      pack_b_panel(b, p.n, g, k0, kcur, (round * pl.rpn + jp) * NR,
                    packed + k0 * pl.rpn * NR + jp * kcur * NR);
     }
   }
@@ -886,7 +932,7 @@ struct Blocked {
       if (!shared_a) s.a.take(slot_a, pl.mcp * MR * p.k);
       s.c.take(slot_c, pl.mcp * MR * pl.ncp * NR);
       if (!shared_a && a.producer.fill) s.fill.take(slot_fill, pl.mcp * MR * pl.kc);
-      if (pl.jit) s.b.take(slot_panel, pl.kc * NR);
+      if (pl.jit && !prepacked) s.b.take(slot_panel, pl.kc * NR);
     }
     std::int64_t const col_blocks = ceil_div(c1 - c0, pl.ncp);
     for (std::int64_t r = r0; r < r1;) {
@@ -907,8 +953,10 @@ struct Blocked {
             T const* ap = apacked + k0 * panels * MR;
             for (std::int64_t jp = 0; jp < d1 - d0; ++jp) {
               T const* bp = s.b.get();
-              if (pl.jit)
-                pack_b_panel(g, k0, kcur, (jp0 + jp) * NR, s.b.get());
+              if (prepacked)  // (one round: jp0 + jp counts all of B's panels)
+                bp = prepacked + g * prepacked_size<T>(p) + k0 * pl.cp * NR + (jp0 + jp) * kcur * NR;
+              else if (pl.jit)
+                pack_b_panel(b, p.n, g, k0, kcur, (jp0 + jp) * NR, s.b.get());
               else
                 bp = packed + k0 * pl.rpn * NR + (jp0 + jp) * kcur * NR;
               for (std::int64_t ip = 0; ip < panels; ++ip)
@@ -952,12 +1000,12 @@ struct Blocked {
       return;
     }
     if (pl.independent) {
-      Scratch<T> own(slot_b, p.k * pl.rpn * NR);
+      Scratch<T> own(slot_b, prepacked ? 0 : p.k * pl.rpn * NR);
       auto const [g0, g1] = part(pl.groups, threads, t);
       for (std::int64_t g = g0; g < g1; ++g)
         for (std::int64_t round = 0; round < pl.rounds; ++round) {
           std::int64_t const panels = std::min(pl.rpn, pl.cp - round * pl.rpn);
-          pack_b(g, round, 0, pl.npc * panels, own.get());
+          if (!prepacked) pack_b(g, round, 0, pl.npc * panels, own.get());
           compute(g, round, 0, pl.rp, 0, panels, own.get(), nullptr, s);
         }
       return;
@@ -966,10 +1014,14 @@ struct Blocked {
     for (std::int64_t g = 0; g < pl.groups; ++g)
       for (std::int64_t round = 0; round < pl.rounds; ++round) {
         std::int64_t const panels = std::min(pl.rpn, pl.cp - round * pl.rpn);
+        auto const [c0, c1] = part(panels, pl.tn, t % pl.tn);
+        if (prepacked) {
+          compute(g, round, r0, r1, c0, c1, nullptr, nullptr, s);
+          continue;
+        }
         auto const [i0, i1] = part(pl.npc * panels, threads, t);
         pack_b(g, round, i0, i1, shared);
         SOLDER_OMP(barrier)
-        auto const [c0, c1] = part(panels, pl.tn, t % pl.tn);
         compute(g, round, r0, r1, c0, c1, shared, nullptr, s);
         if (g + 1 < pl.groups || round + 1 < pl.rounds) {
           SOLDER_OMP(barrier)  // before the next packing
@@ -991,11 +1043,12 @@ void run_empty(Problem const& p, Epilogue<T> const& out) {
 
 // A product's key in max_autotune's cache: element type, shape, and how the operands are read.
 template <class T>
-std::string tuning_key(Problem const& p, Left<T> const& a, Strided<T> const& b) {
+std::string tuning_key(Problem const& p, Left<T> const& a, Strided<T> const& b, bool prepacked) {
   std::ostringstream os;
   os << "gemm " << dtype_name<T>() << " batch=" << p.batch << " m=" << p.m << " n=" << p.n << " k=" << p.k
      << " a=" << (a.producer.fill ? "produced" : a.memory.cs == 1 ? "rows" : "columns")
-     << " b=" << (b.bs == 0 ? "shared," : "") << (b.cs == 1 ? "rows" : "columns") << " threads=" << get_num_threads();
+     << " b=" << (b.bs == 0 ? "shared," : "") << (prepacked ? "prepacked" : b.cs == 1 ? "rows" : "columns")
+     << " threads=" << get_num_threads();
   return os.str();
 }
 
@@ -1018,7 +1071,7 @@ std::vector<Choice> choices(Problem const& p, Strided<T> const& b, bool parallel
 }
 
 template <class T>
-void run(Problem p, Left<T> const& a, Strided<T> const& b, Epilogue<T> const& out) {
+void run(Problem p, Left<T> const& a, Strided<T> const& b, Epilogue<T> const& out, Prepacked<T> const& pre = {}) {
   if (p.batch == 0 || p.m == 0 || p.n == 0) return;
   if (p.k == 0) return run_empty(p, out);
   bool const parallel = p.batch * p.m * p.n * p.k >= parallel_min_work && get_num_threads() > 1;
@@ -1029,13 +1082,15 @@ void run(Problem p, Left<T> const& a, Strided<T> const& b, Epilogue<T> const& ou
     return run_skinny(p, a, b, out, false, parallel);
   if (p.n <= skinny_rows && (a.producer.fill || a.memory.rs == 1 || a.memory.cs == 1))
     return run_skinny(p, a, b, out, true, parallel);
+  T const* const prepacked = pre.get ? pre.get(pre.ctx, p, b) : nullptr;
   auto blocked = [&](Choice const& c) {
     // The plan follows the team OpenMP gives (one thread when run from a parallel region).
     Scratch<T> shared;  // the calling thread's (thread 0 of the team)
     SOLDER_OMP(parallel if(parallel && !c.serial)) {
-      Blocked<T> const run{p, a, b, out, make_plan(p, b, team_size(), c)};
+      Blocked<T> const run{p, a, b, out, prepacked, make_plan(p, b, team_size(), c, prepacked != nullptr)};
       Plan const& pl = run.pl;
-      if (!pl.independent && (!pl.jit || pl.share_a)) {  // a packed operand the threads share
+      // A packed operand the threads share: A (jit) or a round of B.
+      if (!pl.independent && (pl.jit ? pl.share_a : !prepacked)) {
         if (team_rank() == 0)
           shared.take(slot_b, pl.jit ? pl.mp * Tile<T>::mr * p.k : p.k * pl.rpn * nr_of<T>);
         SOLDER_OMP(barrier)
@@ -1043,7 +1098,7 @@ void run(Problem p, Left<T> const& a, Strided<T> const& b, Epilogue<T> const& ou
       run.run(shared.get());
     }
   };
-  if (Tuner* t = tuner()) return blocked(t->choose(tuning_key(p, a, b), choices(p, b, parallel), [&](Choice c) {
+  if (Tuner* t = tuner()) return blocked(t->choose(tuning_key(p, a, b, prepacked != nullptr), choices(p, b, parallel), [&](Choice c) {
     auto const start = std::chrono::steady_clock::now();
     blocked(c);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
