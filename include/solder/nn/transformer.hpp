@@ -90,14 +90,17 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
     return permute(out_proj(heads), order);
   }
 
-  // Self-attention of a batch-first [N, L, E] input, before the output projection: the
-  // fused projection, then the heads. Masks (additive, broadcast to [N, H, L, S]) pass on.
-  template <class... Mask>
-  Param<3> self_attention(Param<3> const& x, Mask const&... mask) const {
+  // Self-attention of a batch-first [N, L, E] input (a Param<3>), before the output
+  // projection: the fused projection, then the heads. Masks (additive, broadcast to [N, H, L,
+  // S]) pass on. (Tensors of the template's type, here and in TransformerEncoderLayer, so that
+  // every expression depends on it: a file that includes solder.hpp without running a layer
+  // then compiles none of its kernels.)
+  template <class X, class... Mask>
+  X self_attention(X const& x, Mask const&... mask) const {
     check_eval();
     solder::detail::check(x.size(2) == embed_dim, "nn::MultiheadAttention(", embed_dim, ", ", num_heads,
                           "): input of shape ", shape_string<3>(x.shape()), " does not end in ", embed_dim);
-    Param<3> qkv = materialize(linear(x, in_proj_weight, in_proj_bias.value));
+    X qkv = materialize(linear(x, in_proj_weight, in_proj_bias.value));
     return detail::attend(qkv, 0, qkv, embed_dim, qkv, 2 * embed_dim, embed_dim, num_heads, mask...);
   }
 
@@ -172,23 +175,22 @@ struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
   }
 
  private:
-  // linear2(activation(linear1(x))): the activation in linear1's epilogue.
-  // (Templates, so that a file that includes solder.hpp without using the layer compiles
-  // none of its kernels.)
+  // linear2(activation(linear1(x))): the activation in linear1's epilogue. (X: a Param<3>, as
+  // in MultiheadAttention::self_attention.)
   template <class X>
   auto feed_forward(X const& x) const {
-    Param<3> h = use_gelu ? materialize(gelu(linear1(x))) : materialize(relu(linear1(x)));
+    X h = use_gelu ? materialize(gelu(linear1(x))) : materialize(relu(linear1(x)));
     return linear2(h);
   }
   template <class X>
-  Param<3> norm_after(X const& x) const {
-    Param<3> h = materialize(norm1(x + self_attn.out_proj(self_attn.self_attention(x))));
+  X norm_after(X const& x) const {
+    X h = materialize(norm1(x + self_attn.out_proj(self_attn.self_attention(x))));
     return materialize(norm2(h + feed_forward(h)));
   }
   template <class X>
-  Param<3> norm_before(X const& x) const {
-    Param<3> h = materialize(x + self_attn.out_proj(self_attn.self_attention(materialize(norm1(x)))));
-    return materialize(h + feed_forward(materialize(norm2(h))));
+  X norm_before(X const& x) const {
+    X h = materialize(x + self_attn.out_proj(self_attn.self_attention(X(materialize(norm1(x))))));
+    return materialize(h + feed_forward(X(materialize(norm2(h)))));
   }
   static bool activation_is_gelu(std::string_view a) {
     solder::detail::check(a == "relu" || a == "gelu", "nn::TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"",

@@ -801,7 +801,8 @@ template <class T>
 std::shared_ptr<T const> prepack_b(Problem const& p, Strided<T> const& b) {
   constexpr std::int64_t NR = nr_of<T>;
   std::int64_t const groups = b.bs == 0 ? 1 : p.batch, cp = ceil_div(p.n, NR), size = prepacked_size<T>(p);
-  auto const [kc, npc] = k_blocks<T>(p.k);
+  auto const blocks = k_blocks<T>(p.k);  // (no structured binding: clang 14 cannot share one with OpenMP)
+  std::int64_t const kc = blocks[0], npc = blocks[1];
   auto const bytes = static_cast<std::size_t>(std::max<std::int64_t>(groups * size, 1)) * sizeof(T);
   std::shared_ptr<T> packed(static_cast<T*>(::operator new(bytes, std::align_val_t{64})),
                             [](T* q) { ::operator delete(q, std::align_val_t{64}); });
