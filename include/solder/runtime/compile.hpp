@@ -7,7 +7,8 @@
 // specialization (every size and number "any"), or with .dynamic = false throws. A recompile
 // costs the guards and a cache insertion: microseconds, not a JIT's seconds (bench_overhead).
 // The modes: reduce_overhead serves each signature's host tensors from a workspace planned on
-// its first call (runtime/workspace.hpp: the steady state allocates nothing); max_autotune
+// its first call (runtime/workspace.hpp: the steady state allocates nothing) and replays its
+// calls on CUDA tensors as CUDA graphs (runtime/cuda_graph.hpp); max_autotune
 // times the GEMM engine's configurations of every product shape on first use and keeps the
 // fastest, in a cache file a later process loads (runtime/autotune.hpp).
 #pragma once
@@ -32,6 +33,7 @@
 
 #include "../nn/block.hpp"
 #include "autotune.hpp"
+#include "cuda_graph.hpp"
 #include "dynamic.hpp"
 #include "logs.hpp"
 #include "workspace.hpp"
@@ -39,8 +41,8 @@
 namespace solder {
 
 // torch.compile's modes; Mode::standard is its "default" (a C++ keyword). On CUDA tensors,
-// reduce_overhead's CUDA Graphs and max_autotune's cuBLASLt and cuDNN choices are not built
-// yet: there both run as standard.
+// reduce_overhead captures and replays CUDA graphs; max_autotune's cuBLASLt and cuDNN choices
+// are not built yet: there it runs as standard.
 enum class Mode { standard, reduce_overhead, max_autotune };
 // inductor: the fused kernels; eager: every block node by node (sd::eager), to bisect a
 // numerical difference between the two.
@@ -84,7 +86,11 @@ struct CompileStats {
   std::size_t specializations = 0;
   bool generic = false;  // the generic specialization is in use (.dynamic = true, or past the limit)
   std::chrono::nanoseconds recompile_time{0};  // guards and cache insertion, not the forwards
-  std::size_t workspace_bytes = 0;  // reduce_overhead: the planned workspaces' blocks, together
+  std::size_t workspace_bytes = 0;  // reduce_overhead: the planned workspaces' blocks and the
+                                    // CUDA graphs' memory, together
+  // reduce_overhead on CUDA tensors: graphs captured, calls that replayed one, and calls that
+  // ran uncaptured (a forward that cannot be captured, or no graph free).
+  std::uint64_t cuda_graphs = 0, graph_replays = 0, graph_fallbacks = 0;
 };
 
 struct SpecializationInfo {
@@ -279,8 +285,10 @@ struct Specialization {
   std::mutex first_call;
   std::atomic<bool> ready{false};
   std::string plan;  // written once, before `ready`
-  // reduce_overhead: a workspace per thread calling at once, each planned on its first call.
+  // reduce_overhead: a workspace per thread calling at once, each planned on its first call;
+  // on CUDA tensors, the signature's graphs instead (made on its first call).
   std::mutex workspaces_mutex;
+  std::unique_ptr<runtime::CudaGraphs> graphs;
   std::vector<std::unique_ptr<runtime::Workspace>> idle_workspaces;
   std::size_t workspace_bytes = 0;  // the largest planned
 
@@ -295,6 +303,12 @@ struct Specialization {
     std::lock_guard lock(workspaces_mutex);
     workspace_bytes = std::max(workspace_bytes, w->bytes());
     idle_workspaces.push_back(std::move(w));
+  }
+  template <class Pool>
+  Pool& graph_pool(std::string const& name) {
+    std::lock_guard lock(workspaces_mutex);
+    if (!graphs) graphs = std::make_unique<Pool>(name);
+    return static_cast<Pool&>(*graphs);  // (one argument tuple, hence one Pool, per signature)
   }
 };
 
@@ -453,6 +467,12 @@ class CompileCache {
       st.calls += s.calls.load(std::memory_order_relaxed);
       std::lock_guard workspaces(s.workspaces_mutex);
       st.workspace_bytes += s.workspace_bytes;
+      if (s.graphs) {
+        st.workspace_bytes += s.graphs->bytes();
+        st.cuda_graphs += s.graphs->captured();
+        st.graph_replays += s.graphs->replays();
+        st.graph_fallbacks += s.graphs->fallbacks();
+      }
     }
     return st;
   }
@@ -539,23 +559,30 @@ class Compiled {
   Options const& options() const { return cache_->options(); }
 
  private:
-  // The forward in the mode's setting: a workspace (reduce_overhead) or the tuner
-  // (max_autotune) installed on this thread for the call.
+  // The forward in the mode's setting: a workspace or the CUDA graphs (reduce_overhead) or the
+  // tuner (max_autotune) installed on this thread for the call.
   template <class... A>
   auto forward(detail::Specialization& s, nn::detail::ForwardLog* log, A const&... a) const {
-    auto run = [&] {
-      return nn::detail::run_forward(log, cache_->options().backend == Backend::eager,
-                                     [&] { return nn::detail::finish(detail::call_forward(f_, a...)); });
+    auto run_on = [&](nn::detail::ForwardLog* l, A const&... x) {
+      return nn::detail::run_forward(l, cache_->options().backend == Backend::eager,
+                                     [&] { return nn::detail::finish(detail::call_forward(f_, x...)); });
     };
+    auto run = [&] { return run_on(log, a...); };
     switch (cache_->options().mode) {
       case Mode::reduce_overhead: {
-        struct Lease {  // the workspace goes back to the pool however the call ends
-          detail::Specialization& s;
-          std::unique_ptr<runtime::Workspace> w;
-          ~Lease() { s.give_back(std::move(w)); }
-        } lease{s, s.take_workspace()};
-        runtime::Workspace::Call call(*lease.w);
-        return run();
+        if constexpr (runtime::on_cuda<A...>) {
+          using Pool = runtime::GraphPool<decltype(run()), A...>;
+          auto& graphs = s.graph_pool<Pool>(cache_->options().name);
+          return graphs.call([&](bool logged, A const&... x) { return run_on(logged ? log : nullptr, x...); }, a...);
+        } else {
+          struct Lease {  // the workspace goes back to the pool however the call ends
+            detail::Specialization& s;
+            std::unique_ptr<runtime::Workspace> w;
+            ~Lease() { s.give_back(std::move(w)); }
+          } lease{s, s.take_workspace()};
+          runtime::Workspace::Call call(*lease.w);
+          return run();
+        }
       }
       case Mode::max_autotune: {
         auto* tuner = cache_->options().tuner;

@@ -121,10 +121,24 @@ inline void synchronize() { SOLDER_CUDA_CHECK(cudaStreamSynchronize(stream())); 
 
 namespace solder::detail {
 
+// Where this thread's device tensors get their storage while a call is captured as a CUDA graph
+// (runtime/cuda_graph.hpp: sd::compile's reduce_overhead mode); none: the memory pool.
+struct CudaStorage {
+  virtual std::shared_ptr<void> allocate(std::size_t bytes) = 0;
+
+ protected:
+  ~CudaStorage() = default;
+};
+inline CudaStorage*& cuda_storage() {
+  thread_local CudaStorage* storage = nullptr;
+  return storage;
+}
+
 template <class T>
 std::shared_ptr<T> cuda_allocate(std::int64_t n) {
-  cudaMemPool_t pool = cuda::device_info().pool;
   std::size_t bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(T);
+  if (CudaStorage* s = cuda_storage()) return std::static_pointer_cast<T>(s->allocate(bytes));
+  cudaMemPool_t pool = cuda::device_info().pool;
   void* p = nullptr;
   cudaStream_t const at = solder::cuda::stream();
   SOLDER_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool, at));
