@@ -105,7 +105,7 @@ void add_bert(sd::models::BertModel const* net) {
   for (std::int64_t batch : model("bert").batches) {
     struct Data {
       sd::Tensor<std::int64_t, 2> ids, types, mask;
-      sd::models::BertOutput out;
+      sd::models::BertOutput<> out;
     };
     auto* d = new Data{sd::Tensor<std::int64_t, 2>(batch, bert_tokens), sd::zeros<std::int64_t>(batch, bert_tokens),
                        sd::ones<std::int64_t>(batch, bert_tokens), {}};

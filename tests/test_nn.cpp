@@ -211,16 +211,16 @@ TEST_CASE("nn: Linear and Conv2d pack their weights once in eval mode, again whe
   auto x = sd::randn<float>({40, 300});  // 40 rows: the GEMM engine's blocked path, which reads a packed weight
   sd::nn::Linear fc{300, 70};
   auto unpacked = [&] { return sd::to_vector(sd::Tensor<float, 2>(sd::linear(x, fc.weight, fc.bias.value))); };
-  CHECK(fc.packed.cache->empty());
+  CHECK_FALSE(fc.derived.holds_pack());
   sd::Tensor<float, 2> y = fc(x);
-  CHECK_FALSE(fc.packed.cache->empty());
+  CHECK(fc.derived.holds_pack());
   CHECK(sd::to_vector(y) == unpacked());  // the same bits as packing on the call
   y = fc(x);
   CHECK(sd::to_vector(y) == unpacked());
 
   sd::nn::Linear other{300, 70};  // new values through load_state_dict: the packed copy is dropped
   sd::nn::load_state_dict(fc, sd::nn::state_dict(other));
-  CHECK(fc.packed.cache->empty());
+  CHECK_FALSE(fc.derived.holds_pack());
   y = fc(x);
   CHECK(sd::to_vector(y) == unpacked());
   fc.weight = fc.weight.clone();  // rebound to other storage: packed again
@@ -229,16 +229,16 @@ TEST_CASE("nn: Linear and Conv2d pack their weights once in eval mode, again whe
   CHECK(sd::to_vector(y) == unpacked());
 
   sd::nn::train(fc);  // the weights change between calls in training: nothing is kept
-  CHECK(fc.packed.cache->empty());
+  CHECK_FALSE(fc.derived.holds_pack());
   y = fc(x);
-  CHECK(fc.packed.cache->empty());
+  CHECK_FALSE(fc.derived.holds_pack());
   CHECK(sd::to_vector(y) == unpacked());
   sd::nn::eval(fc);
 
   sd::nn::Linear copy = fc;  // a copy packs its own
   y = copy(x);
-  CHECK(fc.packed.cache->empty());
-  CHECK_FALSE(copy.packed.cache->empty());
+  CHECK_FALSE(fc.derived.holds_pack());
+  CHECK(copy.derived.holds_pack());
 
   auto images = sd::randn<float>({2, 16, 10, 10});
   sd::nn::Conv2d three{16, 32, 3, {.padding = 1}}, pointwise{16, 24, 1}, grouped{16, 48, 3, {.groups = 2}};
@@ -246,7 +246,7 @@ TEST_CASE("nn: Linear and Conv2d pack their weights once in eval mode, again whe
     INFO("groups " << conv->options.groups << ", kernel " << conv->kernel_size.h);
     auto const expected = sd::to_vector(sd::Tensor<float, 4>(sd::conv2d(images, conv->weight, conv->bias.value, conv->options)));
     sd::Tensor<float, 4> once = (*conv)(images), again = (*conv)(images);
-    CHECK_FALSE(conv->packed.cache->empty());
+    CHECK(conv->derived.holds_pack());
     CHECK(sd::to_vector(once) == expected);
     CHECK(sd::to_vector(again) == expected);
   }

@@ -17,6 +17,7 @@
 #include "../expr/functions.hpp"
 #include "../expr/rows.hpp"
 #include "../expr/view.hpp"
+#include "derived.hpp"
 #include "module.hpp"
 
 namespace solder::nn {
@@ -40,22 +41,6 @@ Param<int(N)> uniform(std::int64_t const (&shape)[N], std::int64_t fan_in) {
 struct Bias {
   Param<1> value;
   bool present = true;
-};
-
-// A weight packed for the engine on the first forward in eval mode and kept
-// (expr/pack_cache.hpp): dropped by prepare(), so after load_state_dict, eval and train; never
-// used in training mode, where the weights change between calls. A copy of a module packs its
-// own.
-struct PackedWeight {
-  std::shared_ptr<solder::detail::PackCache> cache = std::make_shared<solder::detail::PackCache>();
-  PackedWeight() = default;
-  PackedWeight(PackedWeight const&) : PackedWeight() {}
-  PackedWeight& operator=(PackedWeight const&) {
-    cache = std::make_shared<solder::detail::PackCache>();
-    return *this;
-  }
-  // The cache for a forward in this mode.
-  std::shared_ptr<solder::detail::PackCache> in(bool training) const { return training ? nullptr : cache; }
 };
 
 template <class X>
@@ -89,7 +74,7 @@ struct Linear : Callable<Linear> {
   Param<2> weight;
   detail::Bias bias;
   bool training = false;
-  detail::PackedWeight packed;
+  detail::Derived derived;  // the packed weight, device copies (nn/derived.hpp)
 
   Linear(std::int64_t in, std::int64_t out, LinearOptions o = {})
       : in_features(in), out_features(out), weight(detail::uniform({out, in}, in)),
@@ -103,11 +88,12 @@ struct Linear : Callable<Linear> {
                           ", out_features=", out_features, "): input of shape ", detail::shape_text(x),
                           " does not end in ", in_features, " features (weight of shape ",
                           shape_string<2>(weight.shape()), ")");
-    auto product = solder::detail::contract(x, transpose(weight, 0, 1), "linear");  // (linear(x, weight) + bias)
-    product.b_pack = packed.in(training);
-    return product + bias.value;
+    using D = device_of<X>;
+    auto product = solder::detail::contract(x, transpose(derived.on<D>(weight, training), 0, 1), "linear");
+    product.b_pack = derived.pack(training);
+    return product + derived.on<D>(bias.value, training);  // (linear(x, weight, bias))
   }
-  void prepare() { packed.cache->clear(); }
+  void prepare() { derived.clear(); }
   template <class V>
   void visit(V& v) {
     v.parameter("weight", weight);
@@ -132,7 +118,7 @@ struct Conv2d : Callable<Conv2d> {
   Param<4> weight;
   detail::Bias bias;
   bool training = false;
-  detail::PackedWeight packed;
+  detail::Derived derived;  // the packed weight, device copies (nn/derived.hpp)
 
   // Options by reference (also MaxPool2d's, AvgPool2d's): GCC 12.2 at -O2 tuned for AVX-512 Intel cores
   // (-march=native on this host) builds a by-value argument {1, 1, 0, 0} as a broadcast of 1.
@@ -149,11 +135,12 @@ struct Conv2d : Callable<Conv2d> {
                           "): input of shape ", detail::shape_text(x), " has ", x.shape()[R - 3],
                           " channels, expected ", in_channels, " (weight of shape ",
                           shape_string<4>(weight.shape()), ")");
-    auto conv = conv2d(x, weight, options);  // (conv2d(x, weight, bias, options))
-    conv.w_pack = packed.in(training);
-    return conv + unsqueeze(unsqueeze(bias.value, -1), -1);
+    using D = device_of<X>;
+    auto conv = conv2d(x, derived.on<D>(weight, training), options);
+    conv.w_pack = derived.pack(training);
+    return conv + unsqueeze(unsqueeze(derived.on<D>(bias.value, training), -1), -1);  // (conv2d(x, weight, bias))
   }
-  void prepare() { packed.cache->clear(); }
+  void prepare() { derived.clear(); }
   template <class V>
   void visit(V& v) {
     v.parameter("weight", weight);
@@ -191,6 +178,7 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
   Param<1> weight, bias, running_mean, running_var;
   BasicTensor<std::int64_t, Extents<0>{}, Host> num_batches_tracked;
   Param<3> scale, shift;  // [C, 1, 1]: derived, not state
+  detail::Derived derived;  // device copies of scale and shift (nn/derived.hpp)
 
   BatchNorm2d(std::int64_t n, BatchNormOptions o = {})
       : num_features(n), options(o), weight(ones<float>(n)), bias(zeros<float>(n)), running_mean(zeros<float>(n)),
@@ -199,16 +187,24 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
     prepare();
   }
 
-  void prepare() { fold(running_mean, running_var); }
+  void prepare() {
+    fold(running_mean, running_var);
+    derived.clear();
+  }
 
   template <Lazy X>
   auto forward(X const& x) const {
     constexpr int R = node_t<X>::rank;
+    using D = device_of<X>;
     static_assert(R == 4, "solder: nn::BatchNorm2d: the input must be [N, C, H, W]");
     solder::detail::check(x.shape()[1] == num_features, "nn::BatchNorm2d(", num_features, "): input of shape ",
                           detail::shape_text(x), " has ", x.shape()[1], " channels");
-    if (training) update(x);
-    return x * scale + shift;
+    if (training) {
+      solder::detail::check(std::is_same_v<D, Host>, "nn::BatchNorm2d(", num_features,
+                            "): training mode on sd::Cuda tensors is not supported yet");
+      if constexpr (std::is_same_v<D, Host>) update(x);
+    }
+    return x * derived.on<D>(scale, training) + derived.on<D>(shift, training);
   }
   template <class V>
   void visit(V& v) {
@@ -255,14 +251,18 @@ struct LayerNorm : Callable<LayerNorm> {
   std::int64_t normalized_shape;
   LayerNormOptions options;
   Param<1> weight, bias;
+  bool training = false;
+  detail::Derived derived;  // device copies (nn/derived.hpp)
 
   LayerNorm(std::int64_t n, LayerNormOptions o = {})
       : normalized_shape(n), options(o), weight(ones<float>(n)), bias(zeros<float>(n)) {}
 
   template <Lazy X>
   auto forward(X const& x) const {
-    return layer_norm(x, weight, bias, options.eps);
+    using D = device_of<X>;
+    return layer_norm(x, derived.on<D>(weight, training), derived.on<D>(bias, training), options.eps);
   }
+  void prepare() { derived.clear(); }
   template <class V>
   void visit(V& v) {
     if (options.elementwise_affine) v.parameter("weight", weight);
@@ -280,14 +280,17 @@ struct RMSNorm : Callable<RMSNorm> {
   std::int64_t normalized_shape;
   RMSNormOptions options;
   Param<1> weight;
+  bool training = false;
+  detail::Derived derived;  // device copies (nn/derived.hpp)
 
   RMSNorm(std::int64_t n, RMSNormOptions o = {}) : normalized_shape(n), options(o), weight(ones<float>(n)) {}
 
   template <Lazy X>
   auto forward(X const& x) const {
     using T = typename node_t<X>::value_type;
-    return rms_norm(x, weight, options.eps.value_or(std::numeric_limits<T>::epsilon()));
+    return rms_norm(x, derived.on<device_of<X>>(weight, training), options.eps.value_or(std::numeric_limits<T>::epsilon()));
   }
+  void prepare() { derived.clear(); }
   template <class V>
   void visit(V& v) {
     if (options.elementwise_affine) v.parameter("weight", weight);
@@ -303,6 +306,8 @@ struct Embedding : Callable<Embedding> {
   std::int64_t num_embeddings, embedding_dim;
   EmbeddingOptions options;
   Param<2> weight;
+  bool training = false;
+  detail::Derived derived;  // device copies (nn/derived.hpp)
 
   Embedding(std::int64_t num, std::int64_t dim, EmbeddingOptions o = {})
       : num_embeddings(num), embedding_dim(dim), options(o), weight(randn<float>({num, dim})) {
@@ -315,8 +320,9 @@ struct Embedding : Callable<Embedding> {
   }
   template <Lazy I>
   auto forward(I const& indices) const {
-    return embedding(indices, weight);
+    return embedding(indices, derived.on<device_of<I>>(weight, training));
   }
+  void prepare() { derived.clear(); }
   template <class V>
   void visit(V& v) {
     v.parameter("weight", weight);

@@ -19,8 +19,9 @@ namespace detail {
 
 // Heads of a [N, L, C] tensor whose last dim is contiguous: the H blocks of D columns that
 // start at column `first`, as an [N, H, L, D] view (no copy).
-inline BasicTensor<float, dynamic_extents<4>(), Host> heads(Param<3> const& t, std::int64_t first, std::int64_t h,
-                                                           std::int64_t d) {
+template <class TT>
+BasicTensor<float, dynamic_extents<4>(), typename TT::device_type> heads(TT const& t, std::int64_t first, std::int64_t h,
+                                                                        std::int64_t d) {
   solder::detail::check(t.stride(2) == 1, "attention heads: the last dim must be contiguous");
   return solder::detail::view_of<4>(t, {t.size(0), h, t.size(1), d}, {t.stride(0), d, t.stride(1), 1}, first);
 }
@@ -28,11 +29,11 @@ inline BasicTensor<float, dynamic_extents<4>(), Host> heads(Param<3> const& t, s
 // softmax(q k^T / sqrt(D) + mask) v for every head, q/k/v taken from [N, L|S, E] tensors at
 // column offsets; the result [N, L, E] with the heads side by side, as the output projection
 // reads it. `mask` (optional) is an additive float mask broadcast to [N, H, L, S].
-template <class... Mask>
-Param<3> attend(Param<3> const& q, std::int64_t q_first, Param<3> const& k, std::int64_t k_first, Param<3> const& v,
-                std::int64_t v_first, std::int64_t embed_dim, std::int64_t num_heads, Mask const&... mask) {
+template <class TT, class... Mask>
+TT attend(TT const& q, std::int64_t q_first, TT const& k, std::int64_t k_first, TT const& v, std::int64_t v_first,
+          std::int64_t embed_dim, std::int64_t num_heads, Mask const&... mask) {
   std::int64_t const n = q.size(0), l = q.size(1), d = embed_dim / num_heads;
-  Param<3> out(n, l, embed_dim);
+  TT out(n, l, embed_dim);
   auto out_heads = heads(out, 0, num_heads, d);
   auto const attention = scaled_dot_product_attention(heads(q, q_first, num_heads, d), heads(k, k_first, num_heads, d),
                                                       heads(v, v_first, num_heads, d), mask...);
@@ -64,6 +65,7 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
   Param<2> in_proj_weight;
   detail::Bias in_proj_bias;
   Linear out_proj;
+  detail::Derived derived;  // device copies (nn/derived.hpp)
 
   MultiheadAttention(std::int64_t e, std::int64_t h, MultiheadAttentionOptions o = {})
       : embed_dim(e), num_heads(h), options(o), in_proj_weight(xavier(e)),
@@ -81,16 +83,18 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
   template <Lazy Q, Lazy K, Lazy V>
   auto forward(Q const& query, K const& key, V const& value) const {
     auto const order = detail::batch_order(options.batch_first);
+    using D = device_of<Q>;
     auto project = [&](auto const& t, std::int64_t third) {
-      return Param<3>(materialize(linear(permute(materialize(t), order), narrow(in_proj_weight, 0, third * embed_dim, embed_dim),
-                                         narrow(in_proj_bias.value, 0, third * embed_dim, embed_dim))));
+      return materialize(linear(permute(materialize(t), order),
+                                narrow(derived.on<D>(in_proj_weight, training), 0, third * embed_dim, embed_dim),
+                                narrow(derived.on<D>(in_proj_bias.value, training), 0, third * embed_dim, embed_dim)));
     };
     check_eval();
     auto heads = detail::attend(project(query, 0), 0, project(key, 1), 0, project(value, 2), 0, embed_dim, num_heads);
     return permute(out_proj(heads), order);
   }
 
-  // Self-attention of a batch-first [N, L, E] input (a Param<3>), before the output
+  // Self-attention of a batch-first [N, L, E] input (a tensor), before the output
   // projection: the fused projection, then the heads. Masks (additive, broadcast to [N, H, L,
   // S]) pass on. (Tensors of the template's type, here and in TransformerEncoderLayer, so that
   // every expression depends on it: a file that includes solder.hpp without running a layer
@@ -100,10 +104,12 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
     check_eval();
     solder::detail::check(x.size(2) == embed_dim, "nn::MultiheadAttention(", embed_dim, ", ", num_heads,
                           "): input of shape ", shape_string<3>(x.shape()), " does not end in ", embed_dim);
-    X qkv = materialize(linear(x, in_proj_weight, in_proj_bias.value));
+    using D = device_of<X>;
+    X qkv = materialize(linear(x, derived.on<D>(in_proj_weight, training), derived.on<D>(in_proj_bias.value, training)));
     return detail::attend(qkv, 0, qkv, embed_dim, qkv, 2 * embed_dim, embed_dim, num_heads, mask...);
   }
 
+  void prepare() { derived.clear(); }
   template <class V>
   void visit(V& v) {
     v.parameter("in_proj_weight", in_proj_weight);
@@ -156,9 +162,10 @@ struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
   template <Lazy X>
   auto forward(X const& src) const {
     auto const order = detail::batch_order(options.batch_first);
-    Param<3> x = permute(materialize(src), order);
+    using Tensor3 = BasicTensor<float, dynamic_extents<3>(), device_of<X>>;
+    Tensor3 x = permute(materialize(src), order);
     for (Dropout const* d : {&dropout, &dropout1, &dropout2}) d->forward(x);  // training check
-    Param<3> const y = options.norm_first ? norm_before(x) : norm_after(x);
+    Tensor3 const y = options.norm_first ? norm_before(x) : norm_after(x);
     return permute(y, order);
   }
 
@@ -175,7 +182,7 @@ struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
   }
 
  private:
-  // linear2(activation(linear1(x))): the activation in linear1's epilogue. (X: a Param<3>, as
+  // linear2(activation(linear1(x))): the activation in linear1's epilogue. (X: a tensor, as
   // in MultiheadAttention::self_attention.)
   template <class X>
   auto feed_forward(X const& x) const {

@@ -37,7 +37,7 @@ struct AlexNet : nn::Callable<AlexNet> {
 
   template <Lazy X>
   auto forward(X const& x) const {
-    Tensor<float, 4> h = nn::materialize(x);  // one kernel type for any input type
+    Tensor<float, 4, nn::device_of<X>> h = nn::materialize(x);  // one kernel type for any input type
     h = nn::materialize(features(h));
     return classifier(flatten<1>(avgpool(h)));  // the flatten is a view of avgpool's result
   }

@@ -26,9 +26,10 @@ struct BertConfig {
 
 // last_hidden_state [N, L, hidden_size] and pooler_output [N, hidden_size] (empty without the
 // pooling layer), as BaseModelOutputWithPooling.
+template <class D = Host>
 struct BertOutput {
-  Tensor<float, 3> last_hidden_state;
-  Tensor<float, 2> pooler_output;
+  Tensor<float, 3, D> last_hidden_state;
+  Tensor<float, 2, D> pooler_output;
 };
 
 struct BertEmbeddings {
@@ -42,11 +43,14 @@ struct BertEmbeddings {
         token_type_embeddings(c.type_vocab_size, c.hidden_size), LayerNorm(c.hidden_size, {.eps = c.layer_norm_eps}) {}
 
   // LayerNorm(word + token type + position): the gathers fused into one row kernel's input.
-  Tensor<float, 3> forward(Tensor<std::int64_t, 2> const& ids, Tensor<std::int64_t, 2> const& types) const {
+  // (Here and below, a template per device: on each, compiled once.)
+  template <class D>
+  Tensor<float, 3, D> forward(Tensor<std::int64_t, 2, D> const& ids, Tensor<std::int64_t, 2, D> const& types) const {
     std::int64_t const length = ids.size(1);
     solder::detail::check(length <= position_embeddings.num_embeddings, "models::BertModel: sequence length ", length,
                           " exceeds max_position_embeddings ", position_embeddings.num_embeddings);
-    auto positions = unsqueeze(narrow(position_embeddings.weight, 0, 0, length), 0);
+    auto const& table = position_embeddings.derived.on<D>(position_embeddings.weight, position_embeddings.training);
+    auto positions = unsqueeze(narrow(table, 0, 0, length), 0);
     return nn::materialize(LayerNorm(word_embeddings(ids) + token_type_embeddings(types) + positions));
   }
   template <class V>
@@ -64,6 +68,8 @@ struct BertSelfAttention {
   nn::Linear query, key, value;
   nn::Param<2> qkv_weight;  // [query; key; value]: derived by prepare(), not state
   nn::Param<1> qkv_bias;
+  bool training = false;
+  nn::detail::Derived derived;  // device copies of qkv_weight and qkv_bias (nn/derived.hpp)
 
   BertSelfAttention(BertConfig const& c)
       : num_heads(c.num_attention_heads), query(c.hidden_size, c.hidden_size), key(c.hidden_size, c.hidden_size),
@@ -80,11 +86,14 @@ struct BertSelfAttention {
       narrow(qkv_weight, 0, i * e, e) = as_node(parts[i]->weight);
       narrow(qkv_bias, 0, i * e, e) = as_node(parts[i]->bias.value);
     }
+    derived.clear();
   }
   // The heads' outputs [N, L, E] before the output projection; mask [N, 1, 1, L] additive.
-  Tensor<float, 3> forward(Tensor<float, 3> const& x, Tensor<float, 4> const& mask) const {
+  template <class D>
+  Tensor<float, 3, D> forward(Tensor<float, 3, D> const& x, Tensor<float, 4, D> const& mask) const {
     std::int64_t const e = query.out_features;
-    Tensor<float, 3> qkv = nn::materialize(linear(x, qkv_weight, qkv_bias));
+    Tensor<float, 3, D> qkv =
+        nn::materialize(linear(x, derived.on<D>(qkv_weight, training), derived.on<D>(qkv_bias, training)));
     return nn::detail::attend(qkv, 0, qkv, e, qkv, 2 * e, e, num_heads, mask);
   }
   template <class V>
@@ -101,7 +110,8 @@ struct BertResidualOutput {
   nn::LayerNorm LayerNorm;
   nn::Dropout dropout{0};
   BertResidualOutput(std::int64_t in, std::int64_t out, double eps) : dense(in, out), LayerNorm(out, {.eps = eps}) {}
-  Tensor<float, 3> forward(Tensor<float, 3> const& h, Tensor<float, 3> const& residual) const {
+  template <class D>
+  Tensor<float, 3, D> forward(Tensor<float, 3, D> const& h, Tensor<float, 3, D> const& residual) const {
     return nn::materialize(LayerNorm(dense(h) + residual));
   }
   template <class V>
@@ -140,8 +150,9 @@ struct BertLayer {
 
   explicit BertLayer(BertConfig const& c)
       : attention(c), intermediate(c), output(c.intermediate_size, c.hidden_size, c.layer_norm_eps) {}
-  Tensor<float, 3> forward(Tensor<float, 3> const& x, Tensor<float, 4> const& mask) const {
-    Tensor<float, 3> const h = attention.output.forward(attention.self.forward(x, mask), x);
+  template <class D>
+  Tensor<float, 3, D> forward(Tensor<float, 3, D> const& x, Tensor<float, 4, D> const& mask) const {
+    Tensor<float, 3, D> const h = attention.output.forward(attention.self.forward(x, mask), x);
     return output.forward(nn::materialize(gelu(intermediate.dense(h))), h);
   }
   template <class V>
@@ -180,23 +191,25 @@ struct BertModel {
   }
 
   // input_ids, token_type_ids and attention_mask (1 = attend, 0 = padding), each [N, L].
-  BertOutput forward(Tensor<std::int64_t, 2> const& input_ids, Tensor<std::int64_t, 2> const& token_type_ids,
-                     Tensor<std::int64_t, 2> const& attention_mask) const {
+  template <class D>
+  BertOutput<D> forward(Tensor<std::int64_t, 2, D> const& input_ids, Tensor<std::int64_t, 2, D> const& token_type_ids,
+                        Tensor<std::int64_t, 2, D> const& attention_mask) const {
     solder::detail::check(token_type_ids.shape() == input_ids.shape() && attention_mask.shape() == input_ids.shape(),
                           "models::BertModel: input_ids ", shape_string<2>(input_ids.shape()), ", token_type_ids ",
                           shape_string<2>(token_type_ids.shape()), " and attention_mask ",
                           shape_string<2>(attention_mask.shape()), " must have one shape");
     // Hugging Face's extended mask: 0 where attended, the lowest float where padded.
-    Tensor<float, 4> const mask = nn::materialize(
+    Tensor<float, 4, D> const mask = nn::materialize(
         unsqueeze(unsqueeze((1.f - cast<float>(attention_mask)) * std::numeric_limits<float>::lowest(), 1), 1));
-    Tensor<float, 3> h = embeddings.forward(input_ids, token_type_ids);
+    Tensor<float, 3, D> h = embeddings.forward(input_ids, token_type_ids);
     for (BertLayer const& layer : encoder.layer) h = layer.forward(h, mask);
-    BertOutput out{h, {}};
+    BertOutput<D> out{h, {}};
     if (pooler) out.pooler_output = nn::materialize(tanh(pooler->dense(squeeze(narrow(h, 1, 0, 1), 1))));
     return out;
   }
-  BertOutput operator()(Tensor<std::int64_t, 2> const& ids, Tensor<std::int64_t, 2> const& types,
-                        Tensor<std::int64_t, 2> const& mask) const {
+  template <class D>
+  BertOutput<D> operator()(Tensor<std::int64_t, 2, D> const& ids, Tensor<std::int64_t, 2, D> const& types,
+                           Tensor<std::int64_t, 2, D> const& mask) const {
     return forward(ids, types, mask);
   }
   template <class V>

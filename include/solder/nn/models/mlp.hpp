@@ -36,7 +36,7 @@ struct Mlp : nn::Callable<Mlp> {
   // as an expression, so what the caller does with it fuses into it.
   template <Lazy X>
   auto forward(X const& x) const {
-    Tensor<float, node_t<X>::rank> h = nn::materialize(x);
+    Tensor<float, node_t<X>::rank, nn::device_of<X>> h = nn::materialize(x);
     for (std::size_t i = 0; i + 1 < layers.size(); ++i) h = nn::materialize(dropout(relu(layers[i](h))));
     return dropout(layers.back()(h));
   }

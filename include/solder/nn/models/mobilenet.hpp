@@ -82,8 +82,9 @@ struct InvertedResidual : nn::Callable<InvertedResidual> {
   InvertedResidual(std::int64_t in, std::int64_t out, std::int64_t stride, std::int64_t expand_ratio)
       : conv(make_layers(in, out, stride, expand_ratio)), use_res_connect(stride == 1 && in == out) {}
 
-  Tensor<float, 4> forward(Tensor<float, 4> const& x) const {
-    Tensor<float, 4> h = conv.expand ? nn::materialize((*conv.expand)(x)) : x;
+  template <class D>  // (a template per device: on each, compiled once)
+  Tensor<float, 4, D> forward(Tensor<float, 4, D> const& x) const {
+    Tensor<float, 4, D> h = conv.expand ? nn::materialize((*conv.expand)(x)) : x;
     h = nn::materialize(conv.depthwise(h));
     auto const y = conv.bn(conv.project(h));
     return use_res_connect ? nn::materialize(y + x) : nn::materialize(y);
@@ -126,7 +127,7 @@ struct MobileNetV2 : nn::Callable<MobileNetV2> {
 
   template <Lazy X>
   auto forward(X const& x) const {
-    Tensor<float, 4> h = nn::materialize(x);  // one kernel type for any input type
+    Tensor<float, 4, nn::device_of<X>> h = nn::materialize(x);  // one kernel type for any input type
     h = nn::materialize(features.stem(h));
     for (InvertedResidual const& block : features.blocks) h = block(h);
     h = nn::materialize(features.last(h));

@@ -38,15 +38,16 @@ inline std::optional<Downsample> downsample(std::int64_t in, std::int64_t out, s
   return Downsample{conv(in, out, 1, stride), nn::BatchNorm2d(out)};
 }
 
-inline Tensor<float, 4> conv_bn_relu(nn::Conv2d const& conv, nn::BatchNorm2d const& bn, Tensor<float, 4> const& x) {
+template <class D>
+Tensor<float, 4, D> conv_bn_relu(nn::Conv2d const& conv, nn::BatchNorm2d const& bn, Tensor<float, 4, D> const& x) {
   return nn::materialize(relu(bn(conv(x))));
 }
 
 // A block's end, relu(y + identity) in the epilogue of y's convolution; the identity is the
 // block's input x or its downsample's result.
-template <class Y>
-Tensor<float, 4> add_relu(Y const& y, Tensor<float, 4> const& x, std::optional<Downsample> const& downsample) {
-  Tensor<float, 4> const identity = downsample ? nn::materialize((*downsample)(x)) : x;
+template <class Y, class D>
+Tensor<float, 4, D> add_relu(Y const& y, Tensor<float, 4, D> const& x, std::optional<Downsample> const& downsample) {
+  Tensor<float, 4, D> const identity = downsample ? nn::materialize((*downsample)(x)) : x;
   return nn::materialize(relu(y + identity));
 }
 
@@ -64,7 +65,8 @@ struct BasicBlock : nn::Callable<BasicBlock> {
       : conv1(detail::conv(in, planes, 3, stride)), bn1(planes), conv2(detail::conv(planes, planes, 3)), bn2(planes),
         downsample(detail::downsample(in, planes, stride)) {}
 
-  Tensor<float, 4> forward(Tensor<float, 4> const& x) const {
+  template <class D>  // (a template per device: on each, compiled once)
+  Tensor<float, 4, D> forward(Tensor<float, 4, D> const& x) const {
     return detail::add_relu(bn2(conv2(detail::conv_bn_relu(conv1, bn1, x))), x, downsample);
   }
   template <class V>
@@ -92,8 +94,9 @@ struct Bottleneck : nn::Callable<Bottleneck> {
         conv3(detail::conv(planes, planes * expansion, 1)), bn3(planes * expansion),
         downsample(detail::downsample(in, planes * expansion, stride)) {}
 
-  Tensor<float, 4> forward(Tensor<float, 4> const& x) const {
-    Tensor<float, 4> const h = detail::conv_bn_relu(conv2, bn2, detail::conv_bn_relu(conv1, bn1, x));
+  template <class D>
+  Tensor<float, 4, D> forward(Tensor<float, 4, D> const& x) const {
+    Tensor<float, 4, D> const h = detail::conv_bn_relu(conv2, bn2, detail::conv_bn_relu(conv1, bn1, x));
     return detail::add_relu(bn3(conv3(h)), x, downsample);
   }
   template <class V>
@@ -133,7 +136,7 @@ struct ResNet : nn::Callable<ResNet<Block>> {
 
   template <Lazy X>
   auto forward(X const& x) const {
-    Tensor<float, 4> h = nn::materialize(x);  // one kernel type for any input type
+    Tensor<float, 4, nn::device_of<X>> h = nn::materialize(x);  // one kernel type for any input type
     h = nn::materialize(maxpool(detail::conv_bn_relu(conv1, bn1, h)));
     for (auto const& layer : layers)
       for (Block const& block : layer) h = block(h);

@@ -36,9 +36,10 @@ struct EncoderBlock : nn::Callable<EncoderBlock> {
         ln_2(c.hidden_dim, {.eps = c.layer_norm_eps}),
         mlp{{c.hidden_dim, c.mlp_dim}, {}, {0}, {c.mlp_dim, c.hidden_dim}, {0}} {}
 
-  Tensor<float, 3> forward(Tensor<float, 3> const& x) const {
-    Tensor<float, 3> const attended = self_attention.self_attention(nn::materialize(ln_1(x)));
-    Tensor<float, 3> const y = nn::materialize(x + dropout(self_attention.out_proj(attended)));
+  template <class D>  // (a template per device: on each, compiled once)
+  Tensor<float, 3, D> forward(Tensor<float, 3, D> const& x) const {
+    Tensor<float, 3, D> const attended = self_attention.self_attention(nn::materialize(ln_1(x)));
+    Tensor<float, 3, D> const y = nn::materialize(x + dropout(self_attention.out_proj(attended)));
     return nn::materialize(y + mlp(nn::materialize(ln_2(y))));
   }
   template <class V>
@@ -78,6 +79,8 @@ struct VisionTransformer : nn::Callable<VisionTransformer> {
   nn::Conv2d conv_proj;
   ViTEncoder encoder;
   nn::Linear head;  // torchvision's heads.head
+  bool training = false;
+  nn::detail::Derived derived;  // device copies of class_token and the positions (nn/derived.hpp)
 
   explicit VisionTransformer(ViTConfig const& c)
       : config(c), class_token(zeros<float>(1, 1, c.hidden_dim)),
@@ -91,12 +94,14 @@ struct VisionTransformer : nn::Callable<VisionTransformer> {
     solder::detail::check(node_t<X>::rank == 4 && s[2] == config.image_size && s[3] == config.image_size,
                           "models::VisionTransformer: input of shape ", shape_string<node_t<X>::rank>(s),
                           ", expected [N, 3, ", config.image_size, ", ", config.image_size, "]");
-    Tensor<float, 3> h = tokens(nn::materialize(x));
+    using D = nn::device_of<X>;
+    Tensor<float, 3, D> h = tokens(Tensor<float, 4, D>(nn::materialize(x)));
     for (EncoderBlock const& block : encoder.layers) h = block(h);
     // Only the class token's row goes on: the final LayerNorm of that row, then the head.
-    Tensor<float, 2> cls = nn::materialize(encoder.ln(squeeze(narrow(h, 1, 0, 1), 1)));
+    Tensor<float, 2, D> cls = nn::materialize(encoder.ln(squeeze(narrow(h, 1, 0, 1), 1)));
     return head(cls);
   }
+  void prepare() { derived.clear(); }
   template <class V>
   void visit(V& v) {
     v.parameter("class_token", class_token);
@@ -114,12 +119,13 @@ struct VisionTransformer : nn::Callable<VisionTransformer> {
   }
   // [class token, patch embeddings] + positions: [N, 1 + patches, hidden_dim], the patches
   // written in place behind the class token (torch.cat's result without a copy).
-  Tensor<float, 3> tokens(Tensor<float, 4> const& x) const {
+  template <class D>
+  Tensor<float, 3, D> tokens(Tensor<float, 4, D> const& x) const {
     std::int64_t const n = x.size(0), d = config.hidden_dim, p = patches(config);
-    Tensor<float, 3> t(n, p + 1, d);
-    auto const& pos = encoder.pos_embedding;
+    Tensor<float, 3, D> t(n, p + 1, d);
+    auto const pos = derived.on<D>(encoder.pos_embedding, training);
     auto first = narrow(t, 1, 0, 1), rest = narrow(t, 1, 1, p);
-    first = expand(class_token + narrow(pos, 1, 0, 1), {n, 1, d});
+    first = expand(derived.on<D>(class_token, training) + narrow(pos, 1, 0, 1), {n, 1, d});
     auto embedded = permute(flatten<2>(conv_proj(x)), {0, 2, 1}) + narrow(pos, 1, 1, p);
     nn::detail::log_block(embedded);
     rest = embedded;
