@@ -1,6 +1,8 @@
 // Storing an expression into a tensor: the checks every backend shares, the aliasing rule, and
 // the hand-off to the executor of the tensor's device (host: OpenMP; cuda: kernels).
 #pragma once
+#include <ostream>
+
 #include "../plan/common_reductions.hpp"
 #include "eval.hpp"
 #include "host/contract.hpp"
@@ -203,6 +205,17 @@ materialized_t<N> materialize(N const& n) {
 
 namespace solder {
 
+// An expression is a tensor source (core/tensor.hpp): `Tensor t = e;` and `t = e;` run its
+// planned kernels.
+template <Expr S>
+struct TensorSource<S> {
+  static constexpr bool value = true;
+  template <class Dst>
+  static void write(Dst& dst, S const& s) {
+    detail::assign(dst, s);
+  }
+};
+
 // Evaluates an expression into a new tensor (what `Tensor<T, R> t = e;` does).
 template <Lazy X>
 auto eval(X const& x) {
@@ -216,6 +229,12 @@ BasicTensor<T, E, Device> BasicTensor<T, E, Device>::clone() const {
   BasicTensor<T, E, Device> c(shape_);
   detail::run_kernel(c, Leaf<T, E, Device>(*this));
   return c;
+}
+
+// An expression prints as the tensor it evaluates to.
+template <Expr X>
+std::ostream& operator<<(std::ostream& os, X const& e) {
+  return os << eval(e);
 }
 
 }  // namespace solder

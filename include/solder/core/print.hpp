@@ -58,10 +58,4 @@ std::ostream& operator<<(std::ostream& os, BasicTensor<T, E, D> const& t) {
   return os;
 }
 
-// An expression prints as the tensor it evaluates to.
-template <Expr X>
-std::ostream& operator<<(std::ostream& os, X const& e) {
-  return os << eval(e);
-}
-
 }  // namespace solder

@@ -14,12 +14,14 @@
 
 namespace solder {
 
-namespace detail {
-struct ExprTag {};  // base of every expression node, so concepts can recognise them
-}  // namespace detail
-
-template <class E>
-concept Expr = std::is_base_of_v<detail::ExprTag, std::remove_cvref_t<E>>;
+// What a tensor is built from or assigned besides another tensor: a value S for which
+// TensorSource<S>, declared here and defined by the layer that knows S, has value = true and
+// write(dst, s), which writes s into dst (a tensor of s's rank and shape). Every expression is
+// one (backend/assign.hpp: its planned kernels run); core knows no more of them.
+template <class S>
+struct TensorSource;
+template <class S>
+concept Source = requires { requires TensorSource<std::remove_cvref_t<S>>::value; };
 
 // The result of sd::shape(...): run-time sizes plus the static extents they carry.
 template <auto E>
@@ -41,8 +43,6 @@ template <class T, auto E, class Device>
 class BasicTensor;
 
 namespace detail {
-template <class Dst, class Src>
-void assign(Dst& dst, Src const& src);  // runs the planned kernels: backend/assign.hpp
 template <class T, class Device>
 std::shared_ptr<T> allocate(std::int64_t n);
 // CUDA storage and copies (backend/cuda/runtime.hpp; only with nvcc).
@@ -84,21 +84,21 @@ class BasicTensor {
   }
 
   // Evaluates an expression into new storage: one fused kernel per planned kernel.
-  template <Expr X>
+  template <Source X>
   BasicTensor(X const& e) {
     static_assert(std::remove_cvref_t<X>::rank == rank,
                   "solder: Tensor = expression: ranks differ");
     if constexpr (std::remove_cvref_t<X>::rank == rank) {  // else nothing more to report
       init(e.shape());
-      detail::assign(*this, e);
+      TensorSource<std::remove_cvref_t<X>>::write(*this, e);
     }
   }
   // Evaluates an expression into this tensor's existing storage (shapes must match).
-  template <Expr X>
+  template <Source X>
   BasicTensor& operator=(X const& e) {
     static_assert(std::remove_cvref_t<X>::rank == rank,
                   "solder: Tensor = expression: ranks differ");
-    if constexpr (std::remove_cvref_t<X>::rank == rank) detail::assign(*this, e);
+    if constexpr (std::remove_cvref_t<X>::rank == rank) TensorSource<std::remove_cvref_t<X>>::write(*this, e);
     return *this;
   }
 

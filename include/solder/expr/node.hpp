@@ -22,6 +22,13 @@
 
 namespace solder {
 
+namespace detail {
+struct ExprTag {};  // base of every expression node, so concepts can recognise them
+}  // namespace detail
+
+template <class E>
+concept Expr = std::is_base_of_v<detail::ExprTag, std::remove_cvref_t<E>>;
+
 enum class NodeKind {
   leaf,    // a tensor
   scalar,  // a C++ number

@@ -46,7 +46,7 @@ namespace solder::nn {
 class StateDict {
  public:
   void insert(std::string key, AnyTensor t) {
-    detail::check(!contains(key), "state_dict: duplicate key '", key, "'");
+    solder::detail::check(!contains(key), "state_dict: duplicate key '", key, "'");
     index_.emplace(key, entries_.size());
     entries_.emplace_back(std::move(key), std::move(t));
   }
@@ -57,7 +57,7 @@ class StateDict {
   }
   AnyTensor const& at(std::string const& key) const {
     auto const* t = find(key);
-    detail::check(t != nullptr, "state_dict: no key '", key, "'");
+    solder::detail::check(t != nullptr, "state_dict: no key '", key, "'");
     return *t;
   }
   std::size_t size() const { return entries_.size(); }
