@@ -8,7 +8,6 @@ packages=(
   g++ cmake ninja-build ccache
   catch2            # Catch2 v2: catch2/catch.hpp, CMake package Catch2
   libboost-dev      # Boost.Hana (header-only)
-  nlohmann-json3-dev  # nlohmann/json: safetensors headers (header-only)
   libbenchmark-dev  # Google Benchmark
   libeigen3-dev     # benchmark peer
   libopenblas-dev   # benchmark peer

@@ -7,6 +7,7 @@
 // mode reads back with PyTorch.
 #include "reference.hpp"
 
+#include <solder/io/json.hpp>
 #include <solder/io/safetensors.hpp>
 #include <solder/nn/module.hpp>
 
@@ -325,6 +326,146 @@ TEST_CASE("malformed files are sd::Errors naming the file and the problem", "[sa
   CHECK(empties.keys() == std::vector<std::string>{"e", "a", "z"});
   CHECK(empties.at("a").to<float, 1>()(0) == 2.5f);
   CHECK(parse(file_bytes(R"({"__metadata__":{"format":"pt"}})")).size() == 0);
+}
+
+TEST_CASE("the JSON reader is strict RFC 8259 with exact integers; the writer escapes", "[safetensors][json]") {
+  namespace json = sd::io::json;
+  auto read = [](std::string const& text) { return json::parse(text, "doc", 16); };
+  auto text_of = [&](std::string const& text) { return json::dump(read(text)); };
+  auto string_of = [&](std::string const& text) { return *read(text).string(); };
+
+  // Every kind of value, whitespace between any tokens, members in document order.
+  CHECK(text_of(" \t\r\n{ \"z\" : [ 1 , -2.5e+3 , 0.0 , true , false , null , \"\" , { } , [ ] ] ,\n"
+                "  \"a\" : { \"z\" : 1 } } \n") == R"({"z":[1,-2.5e+3,0.0,true,false,null,"",{},[]],"a":{"z":1}})");
+  CHECK(read(R"({"k":[1,"x"]})").find("k")->array()->size() == 2);
+  CHECK(read(R"({"k":1})").find("j") == nullptr);
+  CHECK(read("[]").find("k") == nullptr);
+  CHECK(read("null").type_name() == "null");
+  CHECK(read("false").type_name() == "boolean");
+
+  // Escapes, \u ones as UTF-8 (a surrogate pair as one code point), UTF-8 kept as it is.
+  CHECK(string_of(R"("\" \\ \/ \b \f \n \r \t")") == "\" \\ / \b \f \n \r \t");
+  CHECK(string_of(R"("\u0041\u00e9\u20AC\uD83D\uDE00\u0000")") ==
+        std::string("A\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\0", 11));
+  CHECK(string_of("\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \x7f\"") ==
+        "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \x7f");
+
+  // Integers exact at the 64-bit edges; a fraction, an exponent or too many digits is a number
+  // (kept as written) but not an integer.
+  CHECK(read("9223372036854775807").as_int64() == std::numeric_limits<std::int64_t>::max());
+  CHECK(read("-9223372036854775808").as_int64() == std::numeric_limits<std::int64_t>::min());
+  CHECK(!read("9223372036854775808").as_int64());
+  CHECK(!read("-9223372036854775809").as_int64());
+  CHECK(read("9223372036854775808").as_uint64() == std::uint64_t(1) << 63);
+  CHECK(read("18446744073709551615").as_uint64() == std::numeric_limits<std::uint64_t>::max());
+  CHECK(!read("18446744073709551616").as_uint64());
+  CHECK(text_of("[18446744073709551616,-0,1E+400]") == "[18446744073709551616,-0,1E+400]");
+  CHECK(read("0").as_uint64() == 0u);
+  CHECK(read("-0").as_int64() == 0);
+  CHECK(!read("-0").as_uint64());
+  CHECK(!read("-1").as_uint64());
+  CHECK(read("-1").as_int64() == -1);
+  for (std::string t : {"1.0", "1e3", "1E+0", "0.5", "-2e-2"}) {
+    INFO(t);
+    CHECK(read(t).is_number());
+    CHECK(!read(t).as_int64());
+    CHECK(!read(t).as_uint64());
+  }
+  CHECK(!read("\"1\"").as_uint64());
+  CHECK(!read("true").as_int64());
+
+  // Nesting up to the limit; a key may repeat in different objects.
+  CHECK_NOTHROW(read(std::string(16, '[') + std::string(16, ']')));
+  CHECK_NOTHROW(read(R"({"a":{"a":1},"b":{"a":2}})"));
+
+  // Errors: what, where (the byte offset), why.
+  struct Case {
+    std::string text, expected;
+  };
+  Case const cases[] = {
+      {"", "not valid JSON at byte 0: expected a value, found the end of the text"},
+      {" \n", "at byte 2: expected a value"},
+      {"{} x", "at byte 3: expected the end of the text after the value, found 'x'"},
+      {"[1]]", "at byte 3: expected the end of the text"},
+      {std::string("{}\0", 3), "at byte 2: expected the end of the text after the value, found byte 0x00"},
+      {"1 2", "at byte 2: expected the end"},
+      {"\xef\xbb\xbf{}", "at byte 0: expected a value, found byte 0xef"},  // a byte-order mark
+      {"\f1", "at byte 0: expected a value, found byte 0x0c"},          // not JSON whitespace
+      {R"({"a":1,})", "at byte 7: expected a string (an object's key), found '}'"},
+      {"[1,]", "at byte 3: expected a value, found ']'"},
+      {"[,1]", "at byte 1: expected a value, found ','"},
+      {R"({"a" 1})", "at byte 5: expected ':'"},
+      {R"({"a":1 "b":2})", "at byte 7: expected ',' or '}'"},
+      {"[1 2]", "at byte 3: expected ',' or ']'"},
+      {"[1", "at byte 2: expected ',' or ']', found the end of the text"},
+      {"{1:2}", "expected a string (an object's key), found '1'"},
+      {"{'a':2}", "expected a string (an object's key), found '''"},
+      {"01", "at byte 1: expected the end"},
+      {"-", "at byte 1: expected a digit"},
+      {"-a", "at byte 1: expected a digit"},
+      {"1.", "at byte 2: expected a digit after '.'"},
+      {"1.e3", "expected a digit after '.'"},
+      {".5", "at byte 0: expected a value"},
+      {"1e", "at byte 2: expected a digit in the exponent"},
+      {"1e+", "expected a digit in the exponent"},
+      {"+1", "expected a value"},
+      {"tru", "expected a value"},
+      {"True", "expected a value"},
+      {"nul", "expected a value"},
+      {"NaN", "expected a value"},
+      {"-Infinity", "expected a digit"},
+      {"\"abc", "at byte 4: expected '\"' (the string's end), found the end of the text"},
+      {"\"a\nb\"", "at byte 2: a control character in a string (0x0a), which must be escaped"},
+      {"\"\t\"", "a control character in a string (0x09)"},
+      {std::string("\"\0\"", 3), "a control character in a string (0x00)"},
+      {R"("\x")", "at byte 2: expected an escape"},
+      {R"("\U0041")", "expected an escape"},
+      {R"("\u12")", "at byte 5: expected a hexadecimal digit"},
+      {R"("\u12G4")", R"(at byte 5: expected a hexadecimal digit (four after \u), found 'G')"},
+      {R"("\uD83D")", R"(expected a \u escape of a low surrogate after the high one)"},
+      {R"("\uD83Dx")", R"(expected a \u escape of a low surrogate after the high one, found 'x')"},
+      {R"("\uD83D\u0041")", R"(a \u escape of a high surrogate not followed by a low one)"},
+      {R"("\uD83D\uD83D")", R"(a \u escape of a high surrogate not followed by a low one)"},
+      {R"("\uDE00")", R"(a \u escape of a low surrogate without a high one before it)"},
+      {"\"\xff\"", "at byte 1: a string holds bytes that are not UTF-8 (0xff)"},
+      {"\"ab\x80\"", "at byte 3: a string holds bytes that are not UTF-8 (0x80)"},  // a lone continuation
+      {"\"\xc0\xaf\"", "not UTF-8 (0xc0)"},                                          // overlong '/'
+      {"\"\xe0\x80\xaf\"", "not UTF-8 (0xe0)"},                                      // overlong, 3 bytes
+      {"\"\xf0\x80\x80\xaf\"", "not UTF-8 (0xf0)"},                                  // overlong, 4 bytes
+      {"\"\xed\xa0\x80\"", "not UTF-8 (0xed)"},                                      // a surrogate
+      {"\"\xf4\x90\x80\x80\"", "not UTF-8 (0xf4)"},                                  // above U+10FFFF
+      {"\"\xf5\x80\x80\x80\"", "not UTF-8 (0xf5)"},
+      {"\"\xc3\"", "not UTF-8 (0xc3)"},  // cut short
+      {"\"\xe2\x82\"", "not UTF-8 (0xe2)"},
+      {"{\"\xff\":1}", "at byte 2: a string holds bytes that are not UTF-8"},  // in a key
+      {R"({"a":1,"b":2,"a":3})", "duplicate key 'a' (at byte 13)"},
+      {R"({"a":1,"\u0061":2})", "duplicate key 'a'"},  // the same key once unescaped
+      {std::string(17, '[') + std::string(17, ']'), "JSON nested deeper than 16 levels (at byte 16)"},
+      {R"({"a":)" + std::string(16, '[') + "}", "JSON nested deeper than 16 levels (at byte 20)"},
+  };
+  for (auto const& c : cases) {
+    INFO("text: " << c.text);
+    auto msg = error_message([&] { read(c.text); });
+    CHECK(contains(msg, "solder: doc: "));
+    CHECK(contains(msg, c.expected));
+  }
+
+  // The writer: '"', '\' and control characters escaped (by name where JSON has one), the
+  // rest as it is; what it writes reads back the same; a string not UTF-8 is refused.
+  CHECK(json::quote("a\"b\\c/\b\f\n\r\t\x01\x1f\x7f \xc3\xa9", "s") ==
+        R"("a\"b\\c/\b\f\n\r\t\u0001\u001f)"
+        "\x7f \xc3\xa9\"");
+  std::string every_character;
+  for (int c = 0; c < 0x80; ++c) every_character += static_cast<char>(c);
+  every_character += "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+  CHECK(string_of(json::quote(every_character, "s")) == every_character);
+  CHECK(contains(error_message([] { json::quote("ok\xff", "the key"); }),
+                 "the key is not valid UTF-8 (byte 2 is 0xff)"));
+  CHECK(contains(error_message([] { json::quote("\xed\xa0\x80", "s"); }), "not valid UTF-8 (byte 0 is 0xed)"));
+  json::Value built;
+  json::Value::Array const elements{{true}, {json::Value::Number{"-1.5"}}, {}, {std::string("s")}};
+  built.data = json::Value::Object{{"k", {elements}}};
+  CHECK(json::dump(built) == R"({"k":[true,-1.5,null,"s"]})");
 }
 
 TEST_CASE("files that cannot be read: errors naming the path", "[safetensors][untrusted]") {

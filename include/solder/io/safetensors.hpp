@@ -34,17 +34,17 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "../core/any_tensor.hpp"
 #include "../core/error.hpp"
 #include "../core/tensor.hpp"
 #include "../nn/module.hpp"
+#include "json.hpp"
 
 namespace solder::io {
 
@@ -52,7 +52,6 @@ namespace detail {
 
 using solder::detail::check;
 using solder::detail::fail;
-using json = nlohmann::json;
 
 inline constexpr std::uint64_t max_header_size = 100'000'000;  // the reference's cap
 // A valid header nests 3 deep (header, entry, shape); the limit bounds what a hostile one costs.
@@ -74,39 +73,7 @@ inline std::string_view file_dtype(DType t) {
 }
 
 // A number as written, anything else by its JSON type (never a whole hostile sub-document).
-inline std::string describe(json const& j) { return j.is_number() ? j.dump() : std::string(j.type_name()); }
-
-// Parses JSON with nlohmann, refusing what it would accept silently: an object holding a key
-// twice (nlohmann keeps the last) and nesting deeper than max_json_depth. `top_keys`, when
-// given, receives the outermost object's keys in document order (json sorts them).
-inline json parse_json(std::string_view text, std::string const& what, std::vector<std::string>* top_keys) {
-  std::vector<std::set<std::string>> objects;  // the keys of each open object
-  int depth = 0;
-  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        check(++depth <= max_json_depth, what, ": JSON nested deeper than ", max_json_depth, " levels");
-        if (event == json::parse_event_t::object_start) objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end: objects.pop_back(); [[fallthrough]];
-      case json::parse_event_t::array_end: --depth; break;
-      case json::parse_event_t::key: {
-        auto const& key = parsed.get_ref<std::string const&>();
-        check(objects.back().insert(key).second, what, ": duplicate key '", key, "'");
-        if (top_keys && objects.size() == 1) top_keys->push_back(key);
-        break;
-      }
-      case json::parse_event_t::value: break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), on_event);
-  } catch (json::exception const& e) {
-    fail(what, ": not valid JSON: ", e.what());
-  }
-}
+inline std::string describe(json::Value const& j) { return j.is_number() ? json::dump(j) : std::string(j.type_name()); }
 
 // A file's bytes, mapped read-only; `owner` unmaps them when the last user lets go.
 struct MappedFile {
@@ -151,53 +118,54 @@ struct Entry {
 
 // One tensor's header entry, checked on its own: fields, dtype, shape, offsets within the data
 // section, and a byte count that matches shape and dtype (computed without overflow).
-inline Entry parse_entry(std::string const& key, json const& v, std::string const& file, std::uint64_t data_size) {
+inline Entry parse_entry(std::string const& key, json::Value const& v, std::string const& file,
+                         std::uint64_t data_size) {
   std::string const where = "safetensors: '" + file + "': tensor '" + key + "'";
-  check(v.is_object(), where, ": the entry is a JSON ", v.type_name(), ", not an object");
-  auto field = [&](char const* name) -> json const& {
-    auto it = v.find(name);
-    check(it != v.end(), where, ": no '", name, "' field");
-    return *it;
+  check(v.object() != nullptr, where, ": the entry is a JSON ", v.type_name(), ", not an object");
+  auto field = [&](char const* name) -> json::Value const& {
+    json::Value const* found = v.find(name);
+    check(found != nullptr, where, ": no '", name, "' field");
+    return *found;
   };
   Entry e{&key, DType::float32, {}, 0, 0};
 
-  json const& dtype = field("dtype");
-  check(dtype.is_string(), where, ": 'dtype' is a JSON ", dtype.type_name(), ", not a string");
-  auto const& dtype_text = dtype.get_ref<std::string const&>();
+  json::Value const& dtype = field("dtype");
+  std::string const* dtype_text = dtype.string();
+  check(dtype_text != nullptr, where, ": 'dtype' is a JSON ", dtype.type_name(), ", not a string");
   auto known = std::find_if(std::begin(dtype_names), std::end(dtype_names),
-                            [&](DTypeName const& d) { return d.name == dtype_text; });
-  check(known != std::end(dtype_names), where, ": dtype '", dtype_text,
+                            [&](DTypeName const& d) { return d.name == *dtype_text; });
+  check(known != std::end(dtype_names), where, ": dtype '", *dtype_text,
         "' is not supported (F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL are)");
   e.dtype = known->dtype;
 
-  json const& shape = field("shape");
-  check(shape.is_array(), where, ": 'shape' is a JSON ", shape.type_name(), ", not an array");
+  json::Value const& shape = field("shape");
+  check(shape.array() != nullptr, where, ": 'shape' is a JSON ", shape.type_name(), ", not an array");
   constexpr auto int64_max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   std::int64_t numel = 1;  // as the reference: any partial product that overflows is an error
-  for (json const& d : shape) {
-    check(d.is_number_unsigned() && d.get<std::uint64_t>() <= int64_max, where, ": 'shape' holds ", describe(d),
-          ", not a non-negative 64-bit integer");
-    auto const n = d.get<std::int64_t>();
+  for (json::Value const& d : *shape.array()) {
+    std::optional<std::uint64_t> const dim = d.as_uint64();
+    check(dim && *dim <= int64_max, where, ": 'shape' holds ", describe(d), ", not a non-negative 64-bit integer");
+    auto const n = static_cast<std::int64_t>(*dim);
     check(n == 0 || numel <= std::numeric_limits<std::int64_t>::max() / n, where, ": the element count of shape ",
-          shape.dump(), " overflows 64 bits");
+          json::dump(shape), " overflows 64 bits");
     numel *= n;
     e.shape.push_back(n);
   }
   auto const elem = static_cast<std::int64_t>(size_of(e.dtype));
   check(numel <= std::numeric_limits<std::int64_t>::max() / elem, where, ": the byte count of shape ",
-        shape.dump(), " overflows 64 bits");
+        json::dump(shape), " overflows 64 bits");
 
-  json const& offsets = field("data_offsets");
-  check(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-            offsets[1].is_number_unsigned(),
-        where, ": 'data_offsets' is not an array of two non-negative integers");
-  e.begin = offsets[0].get<std::uint64_t>();
-  e.end = offsets[1].get<std::uint64_t>();
+  json::Value::Array const* offsets = field("data_offsets").array();
+  std::optional<std::uint64_t> begin, end;
+  if (offsets && offsets->size() == 2) begin = (*offsets)[0].as_uint64(), end = (*offsets)[1].as_uint64();
+  check(begin && end, where, ": 'data_offsets' is not an array of two non-negative integers");
+  e.begin = *begin;
+  e.end = *end;
   check(e.begin <= e.end, where, ": 'data_offsets' [", e.begin, ", ", e.end, "] begin after they end");
   check(e.end <= data_size, where, ": 'data_offsets' [", e.begin, ", ", e.end, "] run past the data section's ",
         data_size, " bytes");
-  check(static_cast<std::uint64_t>(numel * elem) == e.end - e.begin, where, ": shape ", shape.dump(), " of ",
-        dtype_text, " needs ", numel * elem, " bytes, 'data_offsets' [", e.begin, ", ", e.end, "] hold ",
+  check(static_cast<std::uint64_t>(numel * elem) == e.end - e.begin, where, ": shape ", json::dump(shape), " of ",
+        *dtype_text, " needs ", numel * elem, " bytes, 'data_offsets' [", e.begin, ", ", e.end, "] hold ",
         e.end - e.begin);
   return e;
 }
@@ -212,24 +180,24 @@ inline Contents parse(std::byte const* data, std::size_t size, std::shared_ptr<v
   check(n <= max_header_size, where, ": header length ", n, " exceeds the limit of ", max_header_size, " bytes");
   check(n <= size - 8, where, ": header length ", n, " runs past the end of the file (", size, " bytes)");
   std::string_view const text(reinterpret_cast<char const*>(data + 8), n);
-  // With this, valid JSON is an object. (nlohmann would also skip a byte-order mark.)
+  // As the reference: the header starts with '{' (no whitespace or byte-order mark before it),
+  // so valid JSON is an object.
   check(!text.empty() && text.front() == '{', where, ": the header does not start with '{'");
-  std::vector<std::string> keys;
-  json const header = parse_json(text, where + ": header", &keys);
+  json::Value const header = json::parse(text, where + ": header", max_json_depth);
   std::uint64_t const data_size = size - 8 - n;
 
   Contents c;
   std::vector<Entry> entries;
-  for (auto const& key : keys) {
-    json const& v = *header.find(key);
+  for (auto const& [key, v] : *header.object()) {
     if (key != "__metadata__") {
       entries.push_back(parse_entry(key, v, file, data_size));
       continue;
     }
-    check(v.is_object(), where, ": '__metadata__' is a JSON ", v.type_name(), ", not an object");
-    for (auto const& [k, s] : v.items()) {
-      check(s.is_string(), where, ": '__metadata__' value '", k, "' is a JSON ", s.type_name(), ", not a string");
-      c.metadata.emplace(k, s.get<std::string>());
+    check(v.object() != nullptr, where, ": '__metadata__' is a JSON ", v.type_name(), ", not an object");
+    for (auto const& [k, s] : *v.object()) {
+      check(s.string() != nullptr, where, ": '__metadata__' value '", k, "' is a JSON ", s.type_name(),
+            ", not a string");
+      c.metadata.emplace(k, *s.string());
     }
   }
 
@@ -336,32 +304,34 @@ inline nn::StateDict read_safetensors_index(std::string const& path) {
   detail::MappedFile m = detail::map_file(path);
   check(m.size <= detail::max_header_size, where, ": ", m.size, " bytes, over the limit of ",
         detail::max_header_size);
-  auto const index = detail::parse_json({reinterpret_cast<char const*>(m.data), m.size}, where, nullptr);
-  auto const map = index.find("weight_map");  // (end() when the index is not an object)
-  check(map != index.end() && map->is_object(), where, ": no \"weight_map\" object");
+  auto const index = json::parse({reinterpret_cast<char const*>(m.data), m.size}, where, detail::max_json_depth);
+  json::Value const* map = index.find("weight_map");  // (nullptr when the index is not an object)
+  check(map != nullptr && map->object() != nullptr, where, ": no \"weight_map\" object");
 
+  std::map<std::string, std::string> shard_of;  // a map: one lookup per tensor of a large checkpoint
   std::set<std::string> shards;
-  for (auto const& [key, shard] : map->items()) {
-    check(shard.is_string(), where, ": the shard of '", key, "' is a JSON ", shard.type_name(), ", not a file name");
-    auto const& name = shard.get_ref<std::string const&>();
-    bool const plain = name.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
-    check(plain && !name.empty() && name != "." && name != "..", where, ": the shard of '", key, "' is '", name,
+  for (auto const& [key, shard] : *map->object()) {
+    std::string const* name = shard.string();
+    check(name != nullptr, where, ": the shard of '", key, "' is a JSON ", shard.type_name(), ", not a file name");
+    bool const plain = name->find_first_of(std::string("/\\\0", 3)) == std::string::npos;
+    check(plain && !name->empty() && *name != "." && *name != "..", where, ": the shard of '", key, "' is '", *name,
           "', not a file name in the index's directory");
-    shards.insert(name);
+    shard_of.emplace(key, *name);
+    shards.insert(*name);
   }
   auto const dir = std::filesystem::path(path).parent_path();
   nn::StateDict all;
   for (auto const& shard : shards) {
     auto const shard_path = (dir / shard).string();
     for (auto const& [key, t] : read_safetensors(shard_path)) {
-      auto named = map->find(key);
-      check(named != map->end() && *named == shard, where, ": shard '", shard, "' holds '", key, "', which the index ",
-            named == map->end() ? "does not list" : "places in '" + named->get<std::string>() + "'");
+      auto named = shard_of.find(key);
+      check(named != shard_of.end() && named->second == shard, where, ": shard '", shard, "' holds '", key,
+            "', which the index ", named == shard_of.end() ? "does not list" : "places in '" + named->second + "'");
       all.insert(key, t);
     }
   }
-  for (auto const& [key, shard] : map->items())
-    check(all.contains(key), where, ": '", key, "' is not in its shard '", shard.get<std::string>(), "'");
+  for (auto const& [key, shard] : *map->object())  // in document order: the first missing is named
+    check(all.contains(key), where, ": '", key, "' is not in its shard '", *shard.string(), "'");
   return all;
 }
 
@@ -371,21 +341,27 @@ inline nn::StateDict read_safetensors_index(std::string const& path) {
 inline void save_safetensors(nn::StateDict const& dict, std::string const& path,
                              std::map<std::string, std::string> const& metadata = {}) {
   using detail::check;
+  std::string const where = "safetensors: '" + path + "'";
   std::string header = "{";
-  std::uint64_t offset = 0;
-  try {
-    if (!metadata.empty()) header += "\"__metadata__\":" + detail::json(metadata).dump();
-    for (auto const& [key, t] : dict) {
-      check(key != "__metadata__", "safetensors: '", path, "': a tensor cannot be named '__metadata__'");
-      check(t.bytes() != nullptr || t.nbytes() == 0, "safetensors: '", path, "': tensor '", key, "' has no data");
-      nlohmann::ordered_json entry{{"dtype", detail::file_dtype(t.dtype())},
-                                   {"shape", t.shape()},
-                                   {"data_offsets", {offset, offset + t.nbytes()}}};
-      header += (header.size() > 1 ? "," : "") + detail::json(key).dump() + ":" + entry.dump();
-      offset += t.nbytes();
+  if (!metadata.empty()) {
+    std::string fields;
+    for (auto const& [key, value] : metadata) {
+      // Two statements: the key is checked before the value's message names it.
+      fields += (fields.empty() ? "" : ",") + json::quote(key, where + ": a metadata key");
+      fields += ':' + json::quote(value, where + ": the metadata value of '" + key + "'");
     }
-  } catch (nlohmann::json::exception const& e) {  // a key or value that is not valid UTF-8
-    detail::fail("safetensors: '", path, "': ", e.what());
+    header += "\"__metadata__\":{" + fields + "}";
+  }
+  std::uint64_t offset = 0;
+  for (auto const& [key, t] : dict) {
+    check(key != "__metadata__", where, ": a tensor cannot be named '__metadata__'");
+    check(t.bytes() != nullptr || t.nbytes() == 0, where, ": tensor '", key, "' has no data");
+    std::string shape;
+    for (std::int64_t n : t.shape()) shape += (shape.empty() ? "" : ",") + std::to_string(n);
+    header += (header.size() > 1 ? "," : "") + json::quote(key, where + ": a tensor key") + R"(:{"dtype":")" +
+              std::string(detail::file_dtype(t.dtype())) + R"(","shape":[)" + shape + R"(],"data_offsets":[)" +
+              std::to_string(offset) + "," + std::to_string(offset + t.nbytes()) + "]}";
+    offset += t.nbytes();
   }
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
