@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors parser (tests/fuzz/fuzz_safetensors.cpp) with libFuzzer under ASan +
-# UBSan, built with Debian's clang in build-fuzz/, for SOLDER_FUZZ_SECONDS (default 60) seconds.
+# Fuzzes the safetensors parser and its JSON reader and writer (tests/fuzz/fuzz_safetensors.cpp)
+# with libFuzzer under ASan + UBSan, built with Debian's clang in build-fuzz/, for
+# SOLDER_FUZZ_SECONDS (default 60) seconds.
 # It starts from build-fuzz/corpus/, a copy of the seeds in tests/fuzz/corpus/safetensors/ that
 # keeps what earlier runs found. Exits non-zero on any crash, sanitizer report, leak or
 # uncaught exception; the input that caused it is left in build-fuzz/ (crash-*, leak-*, ...).
