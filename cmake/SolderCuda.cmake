@@ -9,8 +9,11 @@
 # command line is CMake's usual list instead (scripts/gpu-check.sh --bundle: 90-real).
 #
 # Sets SOLDER_HAVE_CUDA; SOLDER_CUDA_SASS, the architectures machine code is built for (the
-# ptxas checks read each); and the INTERFACE target solder_flags_cuda for the project's .cu
-# files (with CUDA's runtime, cuBLAS and cuBLASLt: backend/cuda/contract.hpp).
+# ptxas checks read each); the INTERFACE target solder_flags_cuda for the project's .cu
+# files (with CUDA's runtime, cuBLAS and cuBLASLt: backend/cuda/contract.hpp); and, where cuDNN
+# is found (beside the CUDA Toolkit, or in the system's paths), SOLDER_HAVE_CUDNN and the
+# INTERFACE target solder_cudnn, for the programs that convolve sd::Cuda tensors
+# (backend/cuda/conv.hpp). Without cuDNN everything else builds.
 include_guard(GLOBAL)
 include(CheckLanguage)
 
@@ -70,6 +73,20 @@ target_compile_options(solder_flags_cuda INTERFACE
   # is optimized in full whatever the level.
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<NOT:$<CONFIG:Debug>>>:-O$<IF:$<STREQUAL:$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>,>,2,$<TARGET_PROPERTY:SOLDER_CUDA_HOST_OPT>>>)
 target_link_libraries(solder_flags_cuda INTERFACE solder::solder CUDA::cudart CUDA::cublas CUDA::cublasLt)
+
+# cuDNN: linked only by the targets that need it (conv2d on sd::Cuda tensors).
+set(SOLDER_HAVE_CUDNN OFF)
+find_path(SOLDER_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+find_library(SOLDER_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+if(SOLDER_CUDNN_INCLUDE_DIR AND SOLDER_CUDNN_LIBRARY)
+  set(SOLDER_HAVE_CUDNN ON)
+  add_library(solder_cudnn INTERFACE)
+  target_include_directories(solder_cudnn INTERFACE "${SOLDER_CUDNN_INCLUDE_DIR}")
+  target_link_libraries(solder_cudnn INTERFACE "${SOLDER_CUDNN_LIBRARY}")
+  message(STATUS "solder: cuDNN: ${SOLDER_CUDNN_LIBRARY}")
+else()
+  message(STATUS "solder: cuDNN not found: conv2d on sd::Cuda tensors, and its test, are skipped")
+endif()
 
 # solder_add_cuda_executable(<name> <source> [HOST_OPT <level>] [KERNEL_REPORT]): one .cu file,
 # the project's CUDA flags.

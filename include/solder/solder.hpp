@@ -47,6 +47,10 @@
 #include "backend/cuda/evaluators.hpp"
 #include "backend/cuda/executor.hpp"
 #include "backend/cuda/contract.hpp"
+#include "backend/cuda/conv.hpp"
+#include "backend/cuda/pool.hpp"
+#include "backend/cuda/embedding.hpp"
+#include "backend/cuda/attention.hpp"
 #endif
 #include "backend/assign.hpp"
 #include "backend/eager.hpp"

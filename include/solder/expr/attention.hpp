@@ -1,7 +1,8 @@
 // Attention<Q, K, V[, M]>: torch.nn.functional.scaled_dot_product_attention, a kernel anchor of
 // the contraction kind (rule 3): the element-wise expression over it runs on each block of its
 // output before the block is stored (`sdpa(q, k, v) * 2 + x` is one kernel). Its engine
-// (backend/host/attention.hpp) reads the operands from memory, an expression materialized first.
+// (backend/host/attention.hpp; on sd::Cuda tensors backend/cuda/attention.hpp) reads the operands
+// from memory, an expression materialized first.
 //
 // Shapes, as PyTorch: q [..., L, E], k [..., S, E], v [..., S, Ev] give [..., L, Ev], the batch
 // dims of q, k and v broadcast; the optional mask (a 4th child: bool, true = takes part, or of
@@ -136,8 +137,11 @@ struct Attention : detail::ExprTag {
                     std::is_same_v<value_type, typename V::value_type>,
                 "solder: scaled_dot_product_attention: query, key and value have different element "
                 "types (PyTorch refuses it too): cast with sd::cast<T>");
-  static_assert(std::is_same_v<value_type, float> || std::is_same_v<value_type, double>,
-                "solder: scaled_dot_product_attention: float and double operands only");
+  // 16-bit floats: on sd::Cuda tensors only (computed in float there).
+  static_assert(std::is_same_v<value_type, float> || std::is_same_v<value_type, double> ||
+                    (detail::is_half_v<value_type> && std::is_same_v<device_type, Cuda>),
+                "solder: scaled_dot_product_attention: float and double operands only (sd::half and "
+                "sd::bfloat16 on sd::Cuda tensors)");
   static_assert((true && ... && (std::is_same_v<typename M::value_type, bool> ||
                                  std::is_same_v<typename M::value_type, value_type>)),
                 "solder: scaled_dot_product_attention: the attn_mask must be bool or of the query's "
@@ -162,7 +166,9 @@ struct Attention : detail::ExprTag {
 
   Attention(AttentionOptions const& o, Q q, K k, V v, M... m)
       : operands(std::move(q), std::move(k), std::move(v), std::move(m)...), is_causal(o.is_causal) {
-    auto const &sq = child<0>().shape(), &sk = child<1>().shape(), &sv = child<2>().shape();
+    auto const& sq = child<0>().shape();  // (one declaration each: their types may differ, which nvcc
+    auto const& sk = child<1>().shape();  // refuses in one)
+    auto const& sv = child<2>().shape();
     if (char const* bad = detail::attention_mismatch(sq, sk, sv))
       detail::fail("scaled_dot_product_attention: query ", shape_string<Q::rank>(sq), ", key ",
                    shape_string<K::rank>(sk), " and value ", shape_string<V::rank>(sv), ": ", bad);

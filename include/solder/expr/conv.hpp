@@ -5,7 +5,8 @@
 // `relu(conv2d(x, w) * scale + shift + residual)` and `relu(max_pool2d(x, 3))` are one kernel
 // each. conv2d's bias is such an epilogue: conv2d(x, w, b) is conv2d(x, w) + b viewed as
 // [C, 1, 1]. Operands are read from memory: one that is an expression is materialized first.
-// The host engines are backend/host/conv.hpp.
+// The host engines are backend/host/conv.hpp; on sd::Cuda tensors conv2d runs in cuDNN
+// (backend/cuda/conv.hpp) and the pools in a kernel of solder's (backend/cuda/pool.hpp).
 //
 // Sizes are an int or an {h, w} pair (Pair2), as in PyTorch: {.stride = 2}, {.padding = {1, 2}}.
 // conv2d's output is [N, C_out, OH, OW], OH = (H + 2 * pad - dilation * (kH - 1) - 1) / stride
@@ -133,9 +134,11 @@ constexpr auto pool2d_extents() {
   return e;
 }
 
-template <class X>
+// float and double; the 16-bit floats too on sd::Cuda tensors (computed in float there).
+template <class X, class Device>
 constexpr bool image_value_ok() {
-  return std::is_same_v<typename X::value_type, float> || std::is_same_v<typename X::value_type, double>;
+  using T = typename X::value_type;
+  return std::is_same_v<T, float> || std::is_same_v<T, double> || (is_half_v<T> && std::is_same_v<Device, Cuda>);
 }
 
 }  // namespace detail
@@ -155,11 +158,10 @@ struct Conv2d : detail::ExprTag {
   static_assert(std::is_same_v<typename X::value_type, typename W::value_type>,
                 "solder: conv2d: the input's and the weight's element types differ (PyTorch refuses it "
                 "too): cast one with sd::cast<T>");
-  static_assert(detail::image_value_ok<X>(), "solder: conv2d: float and double tensors only");
+  static_assert(detail::image_value_ok<X, device_type>(),
+                "solder: conv2d: float and double tensors only (sd::half and sd::bfloat16 on sd::Cuda tensors)");
   static_assert(detail::devices_agree<typename X::device_type, typename W::device_type>(),
                 "solder: conv2d: operands live on different devices (sd::Host and sd::Cuda)");
-  static_assert(!std::is_same_v<device_type, Cuda>,
-                "solder: conv2d: not available on sd::Cuda tensors yet: compute it on sd::Host tensors");
   static_assert(detail::check_conv2d_extents<X::static_extents, W::static_extents>());
   static constexpr auto static_extents = detail::conv2d_extents<X::static_extents, W::static_extents>();
 
@@ -236,10 +238,9 @@ struct Pool2d : detail::ExprTag {
   static constexpr int rank = X::rank;
   static constexpr bool prologue = false;  // the engine reads its operand from memory
   static_assert(X::rank == 3 || X::rank == 4, "solder: the 2-d pools take [N, C, H, W] or [C, H, W]");
-  static_assert(detail::image_value_ok<X>(), "solder: the 2-d pools take float and double tensors only");
-  static_assert(!std::is_same_v<device_type, Cuda>,
-                "solder: the 2-d pools are not available on sd::Cuda tensors yet: compute them on sd::Host "
-                "tensors");
+  static_assert(detail::image_value_ok<X, device_type>(),
+                "solder: the 2-d pools take float and double tensors only (sd::half and sd::bfloat16 on "
+                "sd::Cuda tensors)");
   static constexpr auto static_extents = detail::pool2d_extents<X::static_extents>();
 
   X x;

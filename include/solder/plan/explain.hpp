@@ -215,7 +215,7 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   bool agree = split == RunTimeBreak::none;
   k.anchored = has_anchor<N>() && agree;
   if constexpr (has_anchor<N>() && !fused_epilogue<N>())
-    if (k.anchored) k.anchored = false, k.apart = device_rules<rules_device<N>>::unfused_epilogue;
+    if (k.anchored) k.anchored = false, k.apart = device_rules<rules_device<N>>::unfused_epilogue(n);
   switch (split) {
     case RunTimeBreak::disagree:
       k.split_reason = "the kernel's reductions are broadcast along different dims for these shapes";

@@ -1,5 +1,5 @@
-// Kernels anchored by a matrix product on sd::Cuda tensors (plan.hpp: has_anchor): matmul, mm,
-// bmm and linear.
+// Kernels anchored by a contraction on sd::Cuda tensors (plan.hpp: has_anchor).
+// Matrix products (matmul, mm, bmm, linear) run in cuBLAS and cuBLASLt:
 //   * The product alone is one cuBLAS call (cublasGemmStridedBatchedEx) into the output.
 //   * The element-wise rests that cuBLASLt's own epilogues compute (epilogue.hpp: bias, relu,
 //     gelu with the tanh approximation, and their combinations) make the kernel one cuBLASLt
@@ -12,6 +12,11 @@
 //     kernels run where the shapes or layouts do not suit cuBLASLt's epilogue (below).
 // float operands compute in float (TF32 only with sd::cuda::allow_tf32(true)), double in double,
 // half and bfloat16 accumulate in float.
+// The other anchors have an engine each (AnchorEngine below): conv2d in cuDNN (conv.hpp), the
+// pools (pool.hpp), embedding (embedding.hpp) and attention (attention.hpp) in kernels of
+// solder's own. The anchor alone is its engine's one kernel, written into the output; with an
+// element-wise rest, the anchor is stored first and the rest is one element-wise kernel after
+// it, as for a product that cuBLASLt's epilogues do not cover.
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -334,10 +339,24 @@ bool product_into(OutTensor& out, Contract<A, B> const& anchor, cublasLtEpilogue
   });
 }
 
+// Runs the kernel rooted at `root` with its anchor stored first: the anchor's result (materialized
+// once per assignment: its own kernel), then the rest as one element-wise kernel that reads it.
+template <class OutTensor, class N, class Anchor>
+void run_stored(OutTensor& out, N const& root, Anchor const& anchor) {
+  constexpr int D = N::rank;
+  using T = canonical_t<typename Anchor::value_type>;
+  Index<D> const& dom = out.shape();
+  Temps temps;
+  auto ev = make_eval<D, false, false, N>(root, dom, temps);
+  auto const stored = materialize_once(anchor);
+  StoredSetter<T, D> setter{leaf_eval<D>(stored, dom)};
+  ev.link(setter);
+  launch(out, ev, Lines<D>{});
+}
+
 // Runs the kernel rooted at `root`, anchored by the product `anchor`, into `out`: one call
 // where cuBLAS takes the whole of it (the product alone, or cuBLASLt's epilogue: epilogue.hpp)
-// and the shapes and layouts allow; else the product stored first (materialized once per
-// assignment: a kernel), then the rest as one element-wise kernel that reads it.
+// and the shapes and layouts allow; else the product stored first, then the rest (run_stored).
 template <class OutTensor, class N, class A, class B>
 void run_matmul(OutTensor& out, N const& root, Contract<A, B> const& anchor) {
   constexpr int D = N::rank;
@@ -356,25 +375,33 @@ void run_matmul(OutTensor& out, N const& root, Contract<A, B> const& anchor) {
       if (usable && product_into(out, anchor, Lt::op, bias)) return;
     }
   }
-  Temps temps;
-  auto ev = make_eval<D, false, false, N>(root, dom, temps);
-  auto const product = materialize_once(anchor);  // (a lone product: straight into it, above)
-  StoredSetter<T, D> stored{leaf_eval<D>(product, dom)};
-  ev.link(stored);
-  launch(out, ev, Lines<D>{});
+  run_stored(out, root, anchor);  // (a lone product: straight into it, above)
 }
 
-// Runs the kernel rooted at `root` (plan.hpp: has_anchor) into `out`.
+// How each kind of anchor but a matrix product computes its result on the GPU (conv.hpp,
+// pool.hpp, embedding.hpp, attention.hpp): run(anchor, out) writes the anchor's values into
+// out, a tensor of the anchor's shape, and returns true; false where out's element type or
+// layout does not suit the engine. A contiguous tensor of the anchor's (canonical) element type
+// always suits it: run_stored's temporary.
+template <class Anchor>
+struct AnchorEngine;
+
+// Runs the kernel rooted at `root` (plan.hpp: has_anchor) into `out`. The anchor alone is
+// written by its engine; with an element-wise rest, cuBLASLt's epilogues aside, the anchor is
+// stored first (device_rules<Cuda>::fuses_epilogue counts the two kernels).
 template <class OutTensor, class N>
 void run_contraction(OutTensor& out, N const& root) {
   constexpr int D = N::rank;
   if (numel_of<D>(out.shape()) == 0) return;
   with_anchor<D>(root, [&](auto const& anchor) {
     using Anchor = std::remove_cvref_t<decltype(anchor)>;
-    static_assert(is_matmul<Anchor>,
-                  "solder: this contraction is not available on sd::Cuda yet (matmul, mm, bmm and "
-                  "linear are): compute it on sd::Host tensors");
-    if constexpr (is_matmul<Anchor>) run_matmul(out, root, anchor);
+    if constexpr (is_matmul<Anchor>) {
+      run_matmul(out, root, anchor);
+    } else {
+      if constexpr (std::is_same_v<Anchor, N>)
+        if (AnchorEngine<Anchor>::run(anchor, out)) return;
+      run_stored(out, root, anchor);
+    }
   });
 }
 

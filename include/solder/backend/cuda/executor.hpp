@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cub/device/device_reduce.cuh>
+#include <string>
 
 #include "epilogue.hpp"
 #include "evaluators.hpp"
@@ -589,14 +590,26 @@ template <>
 struct device_rules<Cuda> {
   static constexpr bool may_split = true;
   static constexpr bool fuses_prologue = false;  // contractions read their operands from memory
-  // cuBLASLt's own epilogues (epilogue.hpp); any other rest runs after the product, as an
-  // element-wise kernel that reads it (backend/cuda/contract.hpp).
+  // cuBLASLt's own epilogues (epilogue.hpp); any other rest runs after the anchor, as an
+  // element-wise kernel that reads it (backend/cuda/contract.hpp). The other anchors' engines
+  // (cuDNN, solder's pool, embedding and attention kernels) take no epilogue.
   template <class N>
   static constexpr bool fuses_epilogue() {
     return N::kind == NodeKind::contract || cuda::lt_epilogue<N>::value;
   }
-  static constexpr char const* unfused_epilogue =
-      "the element-wise rest runs after the product: cuBLAS does not take this epilogue";
+  // Why the anchor of the kernel rooted at `root` is a kernel of its own (explain).
+  template <class N>
+  static std::string unfused_epilogue(N const& root) {
+    std::string why;
+    with_anchor<N::rank>(root, [&](auto const& anchor) {
+      if constexpr (cuda::is_matmul<std::remove_cvref_t<decltype(anchor)>>)
+        why = "the element-wise rest runs after the product: cuBLAS does not take this epilogue";
+      else
+        why = "the element-wise rest runs after " + std::string(anchor.name()) +
+              ", which is stored first: its engine on the GPU takes no epilogue";
+    });
+    return why;
+  }
   // Fewer lines than this, with a fold of at least long_line_min values: a block per line
   // would use fewer than 1 in 16 of an H100's blocks.
   static constexpr std::int64_t few_lines = 64;

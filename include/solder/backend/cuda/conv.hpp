@@ -1,0 +1,222 @@
+// conv2d on sd::Cuda tensors (expr/conv.hpp), in cuDNN: one cudnnConvolutionForward call, its
+// algorithm the first that cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7) offers
+// and that runs on these descriptors, its workspace from the memory pool. The input and the
+// weight are read as packed NCHW and KCRS: a view with other strides is copied first (a kernel).
+// The result goes straight into a contiguous output of its element type; run_contraction
+// (contract.hpp) stores it first for any other output, and for an element-wise rest.
+// Groups (depthwise included) are cuDNN's group count; cuDNN pads each side alike, so
+// padding="same" with an odd total (the extra row at the end, as PyTorch) is computed one row
+// and column larger and its window copied out (a second launch, in the same planned kernel).
+// float computes in float (CUDNN_FMA_MATH; TF32 only with sd::cuda::allow_tf32(true), as for
+// products), double in double, half and bfloat16 in float with tensor cores.
+// Without cuDNN's header, conv2d on sd::Cuda tensors is a compile error that says so; nothing
+// else needs cuDNN, and a program that convolves no sd::Cuda tensor need not link it.
+#pragma once
+#include <climits>
+#include <memory>
+#include <mutex>
+
+#include "../../expr/conv.hpp"
+#include "contract.hpp"
+
+#if __has_include(<cudnn.h>)
+#include <cudnn.h>
+
+namespace solder::detail::cuda {
+
+// Throws sd::Error naming the cuDNN call, its status and where the call was made.
+inline void check_cudnn(cudnnStatus_t s, char const* call, char const* file, int line) {
+  if (s != CUDNN_STATUS_SUCCESS)
+    fail("cuDNN call ", call, " failed: ", cudnnGetErrorString(s), " (", file, ":", line, ")");
+}
+#define SOLDER_CUDNN_CHECK(call) ::solder::detail::cuda::check_cudnn((call), #call, __FILE__, __LINE__)
+
+// cuDNN's handle for the current device (device_handle, contract.hpp). It keeps a stream, set
+// for each call: one call at a time holds it (dnn_lock).
+inline cudnnHandle_t dnn_handle() {
+  return device_handle<cudnnHandle_t>([] {
+    cudnnHandle_t h = nullptr;
+    SOLDER_CUDNN_CHECK(cudnnCreate(&h));
+    return h;
+  });
+}
+inline std::mutex& dnn_lock() {
+  static std::mutex m;
+  return m;
+}
+
+// A cuDNN descriptor, destroyed with its owner.
+template <class H>
+using DnnOwned = std::unique_ptr<std::remove_pointer_t<H>, cudnnStatus_t (*)(H)>;
+template <class H>
+DnnOwned<H> dnn_descriptor(cudnnStatus_t (*create)(H*), cudnnStatus_t (*destroy)(H)) {
+  H h = nullptr;
+  SOLDER_CUDNN_CHECK(create(&h));
+  return DnnOwned<H>(h, destroy);
+}
+
+// Element types: cuDNN's name, the type it computes in, and the type of alpha and beta.
+template <class T>
+struct dnn_type;
+template <>
+struct dnn_type<float> {
+  static constexpr cudnnDataType_t data = CUDNN_DATA_FLOAT, compute = CUDNN_DATA_FLOAT;
+  using Scale = float;
+};
+template <>
+struct dnn_type<double> {
+  static constexpr cudnnDataType_t data = CUDNN_DATA_DOUBLE, compute = CUDNN_DATA_DOUBLE;
+  using Scale = double;
+};
+template <>
+struct dnn_type<__half> {
+  static constexpr cudnnDataType_t data = CUDNN_DATA_HALF, compute = CUDNN_DATA_FLOAT;
+  using Scale = float;
+};
+template <>
+struct dnn_type<__nv_bfloat16> {
+  static constexpr cudnnDataType_t data = CUDNN_DATA_BFLOAT16, compute = CUDNN_DATA_FLOAT;
+  using Scale = float;
+};
+// Tensor cores only where they keep the element type's accuracy: 16-bit operands always, float
+// only where TF32 is allowed.
+template <class T>
+cudnnMathType_t dnn_math() {
+  if constexpr (is_half_v<T>) return CUDNN_DEFAULT_MATH;
+  else if constexpr (std::is_same_v<T, float>)
+    return solder::cuda::tf32_allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  else return CUDNN_FMA_MATH;
+}
+
+// A size as cuDNN's legacy API takes it, an int.
+inline int dnn_int(std::int64_t v) {
+  check(v <= INT_MAX, "conv2d on sd::Cuda: a size of ", v, " exceeds cuDNN's int sizes");
+  return static_cast<int>(v);
+}
+
+// [N, C, H, W] of an image tensor ([C, H, W]: N = 1).
+template <class TT>
+std::array<int, 4> nchw(TT const& t) {
+  constexpr int R = TT::rank;
+  auto const& s = t.shape();
+  return {R == 4 ? dnn_int(s[0]) : 1, dnn_int(s[R - 3]), dnn_int(s[R - 2]), dnn_int(s[R - 1])};
+}
+
+// The convolution of x (packed NCHW) by w (packed KCRS) into y (packed, cuDNN's output shape
+// for these descriptors), with symmetric padding ph, pw.
+template <class T, class TX, class TW, class TY>
+void dnn_convolution(TX const& x, TW const& w, TY& y, Window2d const& win, std::int64_t ph, std::int64_t pw,
+                     std::int64_t groups) {
+  constexpr cudnnDataType_t type = dnn_type<T>::data;
+  auto tensor = [&](std::array<int, 4> const& s) {
+    auto d = dnn_descriptor(cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor);
+    SOLDER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, type, s[0], s[1], s[2], s[3]));
+    return d;
+  };
+  auto const xd = tensor(nchw(x)), yd = tensor(nchw(y));
+  auto const wd = dnn_descriptor(cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor);
+  auto const& ws = w.shape();
+  SOLDER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd.get(), type, CUDNN_TENSOR_NCHW, dnn_int(ws[0]),
+                                                dnn_int(ws[1]), dnn_int(ws[2]), dnn_int(ws[3])));
+  auto const cd = dnn_descriptor(cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor);
+  // (CROSS_CORRELATION: PyTorch's conv2d does not flip the kernel.)
+  SOLDER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd.get(), dnn_int(ph), dnn_int(pw), dnn_int(win.sh),
+                                                     dnn_int(win.sw), dnn_int(win.dh), dnn_int(win.dw),
+                                                     CUDNN_CROSS_CORRELATION, dnn_type<T>::compute));
+  SOLDER_CUDNN_CHECK(cudnnSetConvolutionGroupCount(cd.get(), dnn_int(groups)));
+  SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(cd.get(), dnn_math<T>()));
+
+  std::lock_guard<std::mutex> lock(dnn_lock());
+  cudnnHandle_t const h = dnn_handle();
+  SOLDER_CUDNN_CHECK(cudnnSetStream(h, solder::cuda::stream()));
+  constexpr int wanted = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  cudnnConvolutionFwdAlgoPerf_t found[wanted];
+  int count = 0;
+  SOLDER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd.get(), wd.get(), cd.get(), yd.get(), wanted,
+                                                            &count, found));
+  cudnnConvolutionFwdAlgoPerf_t const* pick = nullptr;
+  for (int i = 0; i < count && !pick; ++i)
+    if (found[i].status == CUDNN_STATUS_SUCCESS) pick = &found[i];
+  check(pick != nullptr, "conv2d on sd::Cuda: cuDNN has no algorithm for input ", shape_string<TX::rank>(x.shape()),
+        ", weight ", shape_string<4>(ws), " (", dtype_name<T>(), ")");
+  SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(cd.get(), pick->mathType));
+  auto const workspace = cuda_allocate<unsigned char>(static_cast<std::int64_t>(pick->memory));
+  typename dnn_type<T>::Scale const alpha = 1, beta = 0;
+  SOLDER_CUDNN_CHECK(cudnnConvolutionForward(h, &alpha, xd.get(), x.data(), wd.get(), w.data(), cd.get(),
+                                             pick->algo, workspace.get(), pick->memory, &beta, yd.get(),
+                                             y.data()));
+}
+
+// Writes conv2d(x, w) into out (the anchor's shape); false where cuDNN cannot write out itself
+// (another element type, or not contiguous: run_contraction then stores the result first).
+template <class X, class W>
+struct AnchorEngine<Conv2d<X, W>> {
+  template <class OutT, auto E>
+  static bool run(Conv2d<X, W> const& anchor, BasicTensor<OutT, E, Cuda>& out) {
+    using T = canonical_t<typename Conv2d<X, W>::value_type>;
+    constexpr int D = rank_of<E>;
+    if constexpr (!std::is_same_v<OutT, T>) {
+      return false;
+    } else {
+      Index<D> const& os = out.shape();
+      Index<D> const& xs = anchor.x.shape();
+      bool const contiguous = out.is_contiguous();
+      if (xs[D - 3] == 0) {  // no input channels: zeros, as PyTorch
+        if (contiguous)
+          SOLDER_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, static_cast<std::size_t>(out.numel()) * sizeof(T),
+                                            solder::cuda::stream()));
+        return contiguous;
+      }
+      // cuDNN pads both sides alike: by the larger of the padding before and the padding the
+      // output needs after; where that is more than the padding before ("same" with an odd
+      // total), the output is the window of a larger result that starts the difference later,
+      // copied out (into any layout).
+      Window2d const& win = anchor.win;
+      auto padding = [](std::int64_t out_len, std::int64_t in_len, std::int64_t k, std::int64_t s, std::int64_t d,
+                        std::int64_t before) {
+        return std::max(before, (out_len - 1) * s + d * (k - 1) + 1 - in_len - before);
+      };
+      std::int64_t const ph = padding(os[D - 2], xs[D - 2], win.kh, win.sh, win.dh, win.ph);
+      std::int64_t const pw = padding(os[D - 1], xs[D - 1], win.kw, win.sw, win.dw, win.pw);
+      bool const window = ph != win.ph || pw != win.pw;
+      if (!window && !contiguous) return false;
+      auto packed = [](auto const& t) { return t.is_contiguous() ? t : t.clone(); };
+      auto const x = packed(in_memory(anchor.x));
+      auto const w = packed(in_memory(anchor.w));
+      if (!window) {
+        dnn_convolution<T>(x, w, out, win, ph, pw, anchor.groups);
+        return true;
+      }
+      Index<D> larger = os;
+      larger[D - 2] = (xs[D - 2] + 2 * ph - win.dh * (win.kh - 1) - 1) / win.sh + 1;
+      larger[D - 1] = (xs[D - 1] + 2 * pw - win.dw * (win.kw - 1) - 1) / win.sw + 1;
+      BasicTensor<T, dynamic_extents<D>(), Cuda> full(larger);
+      dnn_convolution<T>(x, w, full, win, ph, pw, anchor.groups);
+      auto copy = leaf_eval<D>(
+          solder::narrow(solder::narrow(full, D - 2, ph - win.ph, os[D - 2]), D - 1, pw - win.pw, os[D - 1]), os);
+      launch(out, copy, Lines<D>{});
+      return true;
+    }
+  }
+};
+
+}  // namespace solder::detail::cuda
+
+#else  // no cuDNN
+
+namespace solder::detail::cuda {
+
+template <class X, class W>
+struct AnchorEngine<Conv2d<X, W>> {
+  static_assert(always_false<X>,
+                "solder: conv2d on sd::Cuda tensors runs in cuDNN, and cudnn.h was not found: install "
+                "cuDNN beside the CUDA Toolkit, or compute it on sd::Host tensors");
+  template <class OutTensor>
+  static bool run(Conv2d<X, W> const&, OutTensor&) {
+    return false;
+  }
+};
+
+}  // namespace solder::detail::cuda
+
+#endif
