@@ -302,6 +302,83 @@ TEST_CASE("element-wise maths over attention is its epilogue: one kernel", "[att
                    "[1, ...] attention broadcast", &ws);
 }
 
+TEST_CASE("the attention pattern written out by hand runs as one attention kernel", "[attention][fusion]") {
+  auto q = ref::uniform<float>(-1, 1, 2, 3, 20, 32);
+  auto k = ref::uniform<float>(-1, 1, 2, 3, 50, 32);
+  auto v = ref::uniform<float>(-1, 1, 2, 3, 50, 24);
+  auto bias = ref::uniform<float>(-1, 1, 20, 50);
+  Array Bias = ref::of(bias);
+  auto kt = sd::transpose(k, -2, -1);
+  auto const expect = attention(ref::of(q), ref::of(k), ref::of(v), 0.125);
+  auto const masked = attention(ref::of(q), ref::of(k), ref::of(v), 0.125, false, &Bias, MaskKind::additive);
+
+  // The forms of the scores: scaled by a product or a quotient, either side, masked either side.
+  auto plain = sd::matmul(sd::softmax(sd::matmul(q, kt) * 0.125f, -1), v);
+  static_assert(sd::kernel_count<decltype(plain)> == 1);
+  std::string text = sd::explain(plain);
+  INFO(text);
+  CHECK(contains(text, "rewrite: matmul(softmax(q @ k^T * scale [+ mask], -1), v) written out"));
+  CHECK(contains(text, "scaled_dot_product_attention("));
+  check_attention(run_counted(plain), expect, "softmax(q @ k^T * s) @ v");
+  check_attention(run_counted(sd::matmul(sd::softmax(0.125f * sd::matmul(q, kt), -1), v)), expect, "s * scores");
+  check_attention(run_counted(sd::matmul(sd::softmax(sd::matmul(q, kt) / 8.f, -1), v)), expect, "scores / s");
+  check_attention(run_counted(sd::matmul(sd::softmax<-1>(sd::matmul(q, kt) * 0.125f + bias), v)), masked,
+                  "softmax<-1>(scores + mask)");
+  check_attention(run_counted(sd::matmul(sd::softmax(bias + sd::matmul(q, kt) * 0.125f, 3), v)), masked,
+                  "mask + scores, dim 3");
+  auto unscaled = attention(ref::of(q), ref::of(k), ref::of(v), 1.0);
+  check_attention(run_counted(sd::matmul(sd::softmax(sd::matmul(q, kt), -1), v)), unscaled, "unscaled");
+
+  // The element-wise rest is the attention kernel's epilogue.
+  auto x = ref::uniform<float>(-1, 1, 2, 3, 20, 24);
+  auto rest = sd::relu(plain) + x;
+  static_assert(sd::kernel_count<decltype(rest)> == 1);
+  Array const rest_scale = ref::map([](double s, double) { return s + 1; }, expect.scale, ref::of(x));
+  ref::check_close(run_counted(rest),
+                   ref::map([](double y, double r) { return (y > 0 ? y : 0) + r; }, expect.value, ref::of(x)),
+                   ref::Tol{4, 0, 1}, "relu(pattern) + x", &rest_scale);
+
+  // Close to the expression run as written, node by node (each within the bound of the exact).
+  ref::check_close(sd::Tensor<float, 4>(plain), ref::of(sd::eager(plain)), ref::Tol{8, 0, 2}, "against eager",
+                   &expect.scale);
+
+  // Over another dim than the last, it runs as written (the planned kernel count is the
+  // rewrite's: more kernels run, as with a run-time break), and means what it says.
+  auto other_dim = sd::matmul(sd::softmax(sd::matmul(q, kt) * 0.125f, 2), v);
+  static_assert(sd::kernel_count<decltype(other_dim)> == 1);
+  CHECK_FALSE(contains(sd::explain(other_dim), "rewrite:"));
+  auto before = sd::detail::kernels_run();
+  sd::Tensor<float, 4> o = other_dim;
+  CHECK(sd::detail::kernels_run() - before >= 3);  // the scores, the softmax's kernels, the product
+  ref::check_close(o, ref::of(sd::eager(other_dim)), ref::Tol{64, 1e-5, 0}, "softmax over dim 2");
+
+  // A mask that adds batch dims is not attention's: the pattern is not recognized.
+  auto q3 = ref::uniform<float>(-1, 1, 3, 20, 32);
+  auto k3 = ref::uniform<float>(-1, 1, 3, 50, 32);
+  auto v3 = ref::uniform<float>(-1, 1, 3, 50, 24);
+  auto wide_mask = ref::uniform<float>(-1, 1, 2, 3, 20, 50);
+  auto batched = sd::matmul(sd::softmax(sd::matmul(q3, sd::transpose(k3, -2, -1)) + wide_mask, -1), v3);
+  static_assert(sd::kernel_count<decltype(batched)> == 4);  // as written: the scores, scores + mask, softmax, product
+  run_counted(batched);
+}
+
+TEST_CASE("the attention pattern keeps softmax's NaN for a row whose scores are all -inf", "[attention]") {
+  auto q = ref::uniform<double>(-1, 1, 2, 5, 16);
+  auto k = ref::uniform<double>(-1, 1, 2, 90, 16);
+  auto v = ref::uniform<double>(-1, 1, 2, 90, 8);
+  auto bias = ref::uniform<double>(-1, 1, 5, 90);
+  for (std::int64_t j = 0; j < 90; ++j) bias(3, j) = -std::numeric_limits<double>::infinity();
+  auto pattern = sd::matmul(sd::softmax(sd::matmul(q, sd::transpose(k, -2, -1)) * 0.25 + bias, -1), v);
+  auto fused = run_counted(pattern);
+  auto written = sd::eager(pattern);
+  for (std::int64_t n = 0; n < 2; ++n)
+    for (std::int64_t c = 0; c < 8; ++c) {
+      CHECK(std::isnan(fused(n, 3, c)));
+      CHECK(std::isnan(written(n, 3, c)));
+      CHECK(fused(n, 1, c) == Approx(written(n, 1, c)).epsilon(1e-12));
+    }
+}
+
 TEST_CASE("an output that is also an operand of attention is written after it is read", "[attention][alias]") {
   auto y = ref::uniform<float>(-1, 1, 3, 40, 16);
   auto k = ref::uniform<float>(-1, 1, 3, 70, 16);

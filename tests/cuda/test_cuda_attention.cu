@@ -194,6 +194,18 @@ TEST_CASE("attention: element-wise epilogues run after it", "[gpu][attention][fu
   close(counted(total, 2), sd::eval(sd::sum(sdpa(q, k, v), -1)), 24 * rel);
 }
 
+TEST_CASE("attention: the pattern written out by hand runs as the attention kernel", "[gpu][attention][fusion]") {
+  auto q = host_rand<float>(2, 3, 20, 32), k = host_rand<float>(2, 3, 50, 32), v = host_rand<float>(2, 3, 50, 24);
+  auto bias = host_rand<float>(20, 50);
+  auto written = [](auto const& q, auto const& k, auto const& v, auto const& mask) {
+    return sd::matmul(sd::softmax(sd::matmul(q, sd::transpose(k, -2, -1)) * 0.125f + mask, -1), v);
+  };
+  auto const e = written(q.to<sd::Cuda>(), k.to<sd::Cuda>(), v.to<sd::Cuda>(), bias.to<sd::Cuda>());
+  static_assert(sd::kernel_count<decltype(e)> == 1);
+  CHECK_THAT(sd::explain(e), Contains("rewrite: matmul(softmax("));
+  close(counted(e, 1), sd::eval(written(q, k, v, bias)), 32.0 * (32 + 50) * eps<float>);
+}
+
 TEMPLATE_TEST_CASE("attention of half and bfloat16 computes in float", "[gpu][attention][half]", sd::half,
                    sd::bfloat16) {
   using H = TestType;

@@ -44,6 +44,8 @@ inline std::uint64_t& kernels_run() {
 
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
+  if constexpr (rewrites_attention<N>())
+    if (attention_applies(root)) return run_kernel(out, rewrite_attention(root));
   ++kernels_run();
   MaterializedScope scope;
   if constexpr (std::is_same_v<typename OutTensor::device_type, Host>) {

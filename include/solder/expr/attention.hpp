@@ -17,6 +17,8 @@
 #include <tuple>
 
 #include "contract.hpp"
+#include "map.hpp"
+#include "share.hpp"
 
 namespace solder {
 
@@ -161,6 +163,9 @@ struct Attention : detail::ExprTag {
   std::tuple<Q, K, V, M...> operands;
   double scale;  // of the scores, resolved (1 / sqrt(E) by default)
   bool is_causal;
+  // A row no key takes part in: NaN, as softmax makes it, where the attention pattern was
+  // written out by hand (below); else 0, as PyTorch's scaled_dot_product_attention.
+  bool empty_rows_nan = false;
   std::uint64_t id = detail::next_node_id();
   Index<rank> shape_;
 
@@ -215,6 +220,7 @@ struct Attention : detail::ExprTag {
     Attention<node_t<KQ>, node_t<KK>, node_t<KV>, node_t<KM>...> a({is_causal, scale}, as_node(q), as_node(k),
                                                                     as_node(v), as_node(m)...);
     a.id = id;
+    a.empty_rows_nan = empty_rows_nan;
     return a;
   }
 };
@@ -231,5 +237,139 @@ auto scaled_dot_product_attention(XQ const& q, XK const& k, XV const& v, XM cons
   return Attention<node_t<XQ>, node_t<XK>, node_t<XV>, node_t<XM>>(o, as_node(q), as_node(k), as_node(v),
                                                                    as_node(attn_mask));
 }
+
+// ---- the attention pattern written out by hand ------------------------------------------------
+//
+// matmul(softmax(scores, -1), v), the scores matmul(q, b) [* s | s * | / s] [+ mask]: the planner
+// runs it as scaled_dot_product_attention(q, b^T, v[, mask], {.scale}), one kernel that never
+// stores the [L, S] scores (plan.hpp: kernels_of; backend/assign.hpp: run_kernel), and explain
+// names the rewrite. The rewrite applies where, at run time, the softmax is over the last dim
+// and the mask broadcasts to the scores without adding batch dims; elsewhere the expression runs
+// as written (more kernels, like a run-time break). A row whose scores are all -inf is NaN, as
+// softmax makes it.
+namespace detail {
+
+template <class N>
+struct unshared {
+  static N const& of(N const& n) { return n; }
+};
+template <class C>
+struct unshared<Shared<C>> {
+  static C const& of(Shared<C> const& n) { return *n.input; }
+};
+
+// Scores: a product of matrices, scaled by a number or not, plus a mask or not.
+template <class X>
+struct score_parts {
+  static constexpr bool value = false, masked = false;
+};
+template <class Q, class B>
+struct score_parts<Contract<Q, B>> {
+  static constexpr bool value = Q::rank >= 2 && B::rank >= 2, masked = false;
+  using q_type = Q;
+  using b_type = B;
+  static Contract<Q, B> const& product(Contract<Q, B> const& x) { return x; }
+  static double scale(Contract<Q, B> const&) { return 1; }
+};
+template <class Q, class B, class T>
+struct score_parts<Map<ops::Mul, Contract<Q, B>, Scalar<T>>> : score_parts<Contract<Q, B>> {
+  static Contract<Q, B> const& product(auto const& x) { return x.template child<0>(); }
+  static double scale(auto const& x) { return static_cast<double>(x.template child<1>().value); }
+};
+template <class Q, class B, class T>
+struct score_parts<Map<ops::Mul, Scalar<T>, Contract<Q, B>>> : score_parts<Contract<Q, B>> {
+  static Contract<Q, B> const& product(auto const& x) { return x.template child<1>(); }
+  static double scale(auto const& x) { return static_cast<double>(x.template child<0>().value); }
+};
+template <class Q, class B, class T>
+struct score_parts<Map<ops::Div, Contract<Q, B>, Scalar<T>>> : score_parts<Contract<Q, B>> {
+  static Contract<Q, B> const& product(auto const& x) { return x.template child<0>(); }
+  static double scale(auto const& x) { return 1 / static_cast<double>(x.template child<1>().value); }
+};
+template <class L, class R>
+struct score_parts<Map<ops::Add, L, R>> {
+  static constexpr bool left = score_parts<L>::value && !score_parts<L>::masked;  // L + mask, else mask + R
+  using Unmasked = std::conditional_t<left, L, R>;
+  using Mask = std::conditional_t<left, R, L>;
+  static constexpr bool value = score_parts<Unmasked>::value && !score_parts<Unmasked>::masked &&
+                                Mask::kind != NodeKind::scalar && Mask::rank <= Unmasked::rank &&
+                                std::is_same_v<typename Mask::value_type, typename Unmasked::value_type>;
+  static constexpr bool masked = true;
+  using q_type = typename score_parts<Unmasked>::q_type;
+  using b_type = typename score_parts<Unmasked>::b_type;
+  static Unmasked const& unmasked(auto const& x) { return x.template child<left ? 0 : 1>(); }
+  static Mask const& mask(auto const& x) { return x.template child<left ? 1 : 0>(); }
+  static auto const& product(auto const& x) { return score_parts<Unmasked>::product(unmasked(x)); }
+  static double scale(auto const& x) { return score_parts<Unmasked>::scale(unmasked(x)); }
+};
+
+// softmax(x, dim) or softmax<Dim>(x) (expr/rows.hpp: exp(x - row_max) scaled by ops::SoftmaxScale).
+template <class A>
+struct softmax_parts {
+  static constexpr bool value = false;
+};
+template <class S, class R>
+struct softmax_parts<Map<ops::SoftmaxScale, S, R>> {
+  static constexpr bool value = true;
+  static auto const& shifted(Map<ops::SoftmaxScale, S, R> const& a) {  // x - row_max(x)
+    return a.template child<0>().template child<0>();
+  }
+  static auto const& scores(Map<ops::SoftmaxScale, S, R> const& a) {
+    return unshared<std::remove_cvref_t<decltype(shifted(a).template child<0>())>>::of(shifted(a).template child<0>());
+  }
+  static int dim(Map<ops::SoftmaxScale, S, R> const& a) { return shifted(a).template child<1>().axes[0]; }
+};
+
+template <class N>
+struct attention_pattern {
+  static constexpr bool value = false;
+};
+template <class A, class V>
+  requires(softmax_parts<A>::value)
+struct attention_pattern<Contract<A, V>> {
+  using Product = Contract<A, V>;
+  using X = std::remove_cvref_t<decltype(softmax_parts<A>::scores(std::declval<A const&>()))>;
+  using Parts = score_parts<X>;
+  using T = typename Product::value_type;
+
+  // The attention node (the pattern known to hold, at compile time and at run time).
+  static auto make(Product const& n) {
+    auto const& x = softmax_parts<A>::scores(n.a);
+    auto const& product = Parts::product(x);
+    auto k = as_node(transpose(product.b, -2, -1));
+    AttentionOptions const o{.scale = Parts::scale(x)};
+    auto attention = [&] {
+      if constexpr (Parts::masked)
+        return scaled_dot_product_attention(product.a, k, n.b, Parts::mask(x), o);
+      else
+        return scaled_dot_product_attention(product.a, k, n.b, o);
+    }();
+    attention.empty_rows_nan = true;
+    return attention;
+  }
+  static constexpr bool holds() {
+    if constexpr (!Parts::value || A::rank < 2 || V::rank < 2) {
+      return false;
+    } else {
+      using Q = typename Parts::q_type;
+      using B = typename Parts::b_type;
+      return std::max({Q::rank, B::rank, V::rank}) == Product::rank && std::is_same_v<typename Q::value_type, T> &&
+             std::is_same_v<typename B::value_type, T> && std::is_same_v<typename V::value_type, T> &&
+             (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+              (is_half_v<T> && std::is_same_v<typename Product::device_type, Cuda>));
+    }
+  }
+  static constexpr bool value = holds();
+  // Whether the rewrite applies to these shapes: the softmax over the last dim, the mask fitting.
+  static bool applies(Product const& n) {
+    auto const& x = softmax_parts<A>::scores(n.a);
+    if (softmax_parts<A>::dim(n.a) != X::rank - 1) return false;
+    if constexpr (Parts::masked)
+      return attention_mask_fits(Parts::mask(x).shape(), n.shape(), x.shape()[X::rank - 1]);
+    return true;
+  }
+};
+
+}  // namespace detail
 
 }  // namespace solder

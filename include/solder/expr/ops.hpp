@@ -98,6 +98,9 @@ SOLDER_BINARY(Add, Arith, "add", wrapping_add(a, b))
 SOLDER_BINARY(Sub, Arith, "sub", wrapping_sub(a, b))
 SOLDER_BINARY(Mul, Arith, "mul", wrapping_mul(a, b))
 SOLDER_BINARY(Div, Floating, "div", a / b)
+// softmax's last step, x * (1 / sum): a product the planner recognizes in the attention pattern
+// written out by hand (expr/attention.hpp).
+struct SoftmaxScale : Mul {};
 // NaN-propagating, like torch.maximum / torch.minimum.
 SOLDER_BINARY(Maximum, Arith, "maximum", (a > b || a != a) ? a : b)
 SOLDER_BINARY(Minimum, Arith, "minimum", (a < b || a != a) ? a : b)

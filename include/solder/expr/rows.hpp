@@ -43,7 +43,7 @@ auto softmax(X const& in, std::int64_t dim) {
   dim = detail::row_dim(in, dim, "softmax");
   decltype(auto) x = detail::read_twice(in);
   auto shifted = exp(x - detail::row_max(x, dim));
-  return shifted * (1.f / sum(shifted, dim, keepdim));
+  return make_map(ops::SoftmaxScale{}, shifted, 1.f / sum(shifted, dim, keepdim));
 }
 
 template <Lazy X>
@@ -61,7 +61,7 @@ auto softmax(X const& in) {
   constexpr bool last = detail::is_last_dim<Dim, X>();
   decltype(auto) x = detail::read_twice(in);
   auto shifted = exp(x - detail::row_max<last>(x, Dim));
-  return shifted * (1.f / sum<Dim>(shifted, keepdim));
+  return make_map(ops::SoftmaxScale{}, shifted, 1.f / sum<Dim>(shifted, keepdim));
 }
 template <int Dim, Lazy X>
 auto log_softmax(X const& in) {

@@ -22,6 +22,7 @@ struct KernelInfo {
   int fused = 0;
   bool anchored = false;  // the kernel is a contraction, the rest its epilogue (has_anchor)
   std::string apart;      // why its anchor is a kernel of its own instead (fused_epilogue)
+  std::string rewrite;    // a pattern the planner ran as another node (attention)
   std::int64_t read = 0, written = 0;
   std::set<void const*> inputs;  // counted once per kernel however often they are used
   std::map<std::uint64_t, int> reductions;  // reduce id -> label number, for reuse (rule 4)
@@ -205,6 +206,14 @@ std::pair<std::string, int> describe_operand(C const& c, Explainer& x, KernelInf
 // Kernels are numbered in the order they run: producers (breaks) before their consumer.
 template <class N>
 int plan_kernel(N const& n, Explainer& x, std::string reason) {
+  if constexpr (rewrites_attention<N>()) {
+    if (attention_applies(n)) {
+      int const id = plan_kernel(rewrite_attention(n), x, std::move(reason));
+      x.kernels[static_cast<std::size_t>(id)].rewrite =
+          "matmul(softmax(q @ k^T * scale [+ mask], -1), v) written out: runs as scaled_dot_product_attention";
+      return id;
+    }
+  }
   constexpr int D = N::rank;
   KernelInfo k;
   k.reason = std::move(reason);
@@ -304,6 +313,7 @@ inline std::string explain_text(std::vector<KernelInfo> const& kernels, std::siz
       os << "  shared: " << k.shared
          << " (a reduction folds it and the kernel uses it again: the host computes it once "
             "per contiguous line)\n";
+    if (!k.rewrite.empty()) os << "  rewrite: " << k.rewrite << "\n";
     if (!k.reason.empty()) os << "  break: materialized because " << k.reason << "\n";
   }
   return os.str();

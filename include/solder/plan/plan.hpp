@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../expr/attention.hpp"
 #include "../expr/reduce.hpp"
 
 namespace solder {
@@ -106,6 +107,41 @@ constexpr bool has_anchor() {
   else return !has_fused_reduce<N, N::rank, false>() && anchors_on_path<N, N::rank>() == 1;
 }
 
+// The kernel rooted at n with its anchor (a contraction of rank D on its output path) replaced
+// by f(anchor).
+template <int D, class N, class F>
+auto map_anchor(N const& n, F const& f) {
+  if constexpr (N::kind == NodeKind::contract && N::rank == D) return f(n);
+  else if constexpr (N::kind == NodeKind::map) return map_children(n, [&](auto const& c) { return map_anchor<D>(c, f); });
+  else return n;
+}
+// The attention pattern written out by hand (expr/attention.hpp: attention_pattern) is planned
+// as the attention node it is rewritten to: the kernel rooted at `root` with its anchor
+// rewritten. Where the rewrite does not apply to the run-time shapes (attention_applies), the
+// kernel runs as written: more kernels than planned, as with a run-time break.
+template <class N>
+auto rewrite_attention(N const& root) {
+  return map_anchor<N::rank>(root, [](auto const& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    if constexpr (attention_pattern<A>::value) return attention_pattern<A>::make(a);
+    else return a;
+  });
+}
+// N as the planner runs it: an attention pattern as its attention node.
+template <class N, bool = attention_pattern<N>::value>
+struct planned_node {
+  using type = N;
+};
+template <class N>
+struct planned_node<N, true> {
+  using type = decltype(attention_pattern<N>::make(std::declval<N const&>()));
+};
+template <class N>
+constexpr bool rewrites_attention() {
+  if constexpr (!has_anchor<N>()) return false;
+  else return !std::is_same_v<decltype(rewrite_attention(std::declval<N const&>())), N>;
+}
+
 // Whether N, met at that place of the kernel rooted at Root, is the kernel's anchor.
 template <class N, int D, bool InReduce, class Root>
 constexpr bool is_anchor() {
@@ -165,7 +201,9 @@ constexpr bool keeps_order() {
 }
 template <class N>
 constexpr int kernels_of() {
-  if constexpr (keeps_order<N>())
+  if constexpr (rewrites_attention<N>())
+    return kernels_of<decltype(rewrite_attention(std::declval<N const&>()))>();
+  else if constexpr (keeps_order<N>())
     return kernels_of<child_t<N>>();
   else if constexpr (N::kind == NodeKind::reduce)
     return 1 + kernels_below<child_t<N>, child_t<N>::rank, true>();
@@ -210,7 +248,7 @@ template <class... S, class N>
 struct shared_nodes<types<S...>, N> {
   static constexpr bool fresh = N::kind == NodeKind::shared && !has_type<types<S...>, N>;
   using below = typename shared_nodes_all<std::conditional_t<fresh, types<S..., N>, types<S...>>,
-                                          typename N::child_types>::type;
+                                          typename planned_node<N>::type::child_types>::type;
   using type = std::conditional_t<N::kind == NodeKind::shared && !fresh, types<S...>, below>;
 };
 template <class... S>
@@ -552,6 +590,18 @@ void with_anchor(N const& n, F&& f) {
   } else if constexpr (N::kind == NodeKind::map) {
     for_each_child(n, [&](auto const& c) -> void { with_anchor<D>(c, f); });
   }
+}
+
+// Whether the attention pattern that anchors the kernel rooted at `root` (rewrites_attention)
+// is rewritten for these shapes.
+template <class N>
+bool attention_applies(N const& root) {
+  bool applies = false;
+  with_anchor<N::rank>(root, [&](auto const& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    if constexpr (attention_pattern<A>::value) applies = attention_pattern<A>::applies(a);
+  });
+  return applies;
 }
 
 template <class N>

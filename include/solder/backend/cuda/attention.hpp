@@ -43,6 +43,7 @@ struct AttentionArgs {
   std::int64_t batches, tiles, S, E;  // tiles: blocks of block_rows query rows per batch
   compute_t<T> scale;
   bool causal;
+  bool empty_rows_nan;  // a row no key takes part in: NaN (Attention::empty_rows_nan), else 0
 };
 
 // The matrix of batch index b (its last two dims 0) of an operand.
@@ -168,7 +169,8 @@ __global__ void __launch_bounds__(attention::threads) attention_kernel(Attention
         std::int64_t const c = lane + u * warp_threads;
         if (c >= Ev) break;
         a.out[dot<D>(b, a.ost) + i * a.ost[D - 2] + c * a.ost[D - 1]] =
-            static_cast<OutT>(l[r] == C(0) ? C(0) : o[r][u] / l[r]);
+            static_cast<OutT>(l[r] != C(0) ? o[r][u] / l[r]
+                              : a.empty_rows_nan ? std::numeric_limits<C>::quiet_NaN() : C(0));
       }
     }
   }
@@ -223,7 +225,8 @@ struct AnchorEngine<Attention<Q, K, V, M...>> {
       return AttentionArgs<T, MaskT, OutT, D>{seen(q, L, Ed), seen(k, S, Ed), seen(v, S, dom[D - 1]), mask,
                                               out.data(), out.strides(), dom, batches,
                                               (L + attention::block_rows - 1) / attention::block_rows, S, Ed,
-                                              static_cast<compute_t<T>>(anchor.scale), anchor.is_causal};
+                                              static_cast<compute_t<T>>(anchor.scale), anchor.is_causal,
+                                              anchor.empty_rows_nan};
     };
     if constexpr (sizeof...(M) == 1) {
       auto const m = in_memory(anchor.template child<3>());

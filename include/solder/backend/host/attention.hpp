@@ -122,6 +122,7 @@ struct Problem {
   Operand<MaskT> mask;  // MaskT void: none; bool: false masks out; T: added to the scores
   T scale;
   bool causal;
+  bool empty_rows_nan;  // a row no key takes part in: NaN (Attention::empty_rows_nan), else 0
 };
 
 // Receives output rows [i0, i0 + mt) x [j0, j0 + nt) of batch b, value (r, c) at c[r * ldc + c]
@@ -222,12 +223,12 @@ void run_task(Problem<T, MaskT> const& p, Buffers<T>& w, std::int64_t b, std::in
       for (; c < ev; c += P) tile_product<1>(w.s + r * bk, bk, w.v + c, ev, nk, w.o + r * ev + c, ev, true);
     }
   }
-  // A row that no key takes part in gives 0, as PyTorch (2.5 and later).
+  // A row that no key takes part in gives 0, as PyTorch (2.5 and later), or NaN, as softmax.
   for (std::int64_t r = 0; r < mt; ++r) {
     T* o = w.o + r * ev;
     T const l = w.l[r];
     if (l == T(0)) {
-      std::fill(o, o + p.Ev, T(0));
+      std::fill(o, o + p.Ev, p.empty_rows_nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
     } else {
       SOLDER_SIMD
       for (std::int64_t c = 0; c < p.Ev; ++c) o[c] /= l;
@@ -311,7 +312,7 @@ struct AnchorEngine<Attention<Q, K, V, M...>> {
       return attention::Problem<T, typename decltype(mask)::element_type>{
           l.batch, q.shape()[Q::rank - 2], k.shape()[K::rank - 2], q.shape()[Q::rank - 1], v.shape()[V::rank - 1],
           attention::operand(q, qo), attention::operand(k, ko), attention::operand(v, vo), mask,
-          static_cast<T>(anchor.scale), anchor.is_causal};
+          static_cast<T>(anchor.scale), anchor.is_causal, anchor.empty_rows_nan};
     };
     if constexpr (sizeof...(M) == 1) {
       auto const m = in_memory(anchor.template child<3>());
