@@ -62,7 +62,7 @@ TEST_CASE("autotune: the cache file round-trips, and a bad one is refused", "[ru
   sd::runtime::Autotuner reader(dir);
   CHECK(reader.tuned() == 1);
   std::string const text = reader.save();
-  CHECK(text.rfind("solder-autotune 1\nmachine ", 0) == 0);
+  CHECK(text.rfind("solder-autotune 2\nmachine ", 0) == 0);
 
   sd::runtime::Autotuner fresh;
   CHECK(fresh.load(text));
@@ -75,7 +75,7 @@ TEST_CASE("autotune: the cache file round-trips, and a bad one is refused", "[ru
   std::string corrupt = text;
   corrupt.replace(corrupt.find('\t') + 1, 1, "7");
   CHECK_FALSE(fresh.load(corrupt));                                   // a value out of range
-  CHECK_FALSE(fresh.load("solder-autotune 2\n"));                     // another format
+  CHECK_FALSE(fresh.load("solder-autotune 1\n"));                     // another format
 
   // A refused file is ignored (with a warning), never trusted.
   std::ofstream(reader.file(), std::ios::trunc) << corrupt;

@@ -9,8 +9,9 @@
 // The modes: reduce_overhead serves each signature's host tensors from a workspace planned on
 // its first call (runtime/workspace.hpp: the steady state allocates nothing) and replays its
 // calls on CUDA tensors as CUDA graphs (runtime/cuda_graph.hpp); max_autotune
-// times the GEMM engine's configurations of every product shape on first use and keeps the
-// fastest, in a cache file a later process loads (runtime/autotune.hpp).
+// times the GEMM engine's configurations of every product shape on first use (on CUDA tensors,
+// cuBLASLt's and cuDNN's algorithms) and keeps the fastest, in a cache file a later process
+// loads (runtime/autotune.hpp).
 #pragma once
 #include <array>
 #include <atomic>
@@ -41,8 +42,9 @@
 namespace solder {
 
 // torch.compile's modes; Mode::standard is its "default" (a C++ keyword). On CUDA tensors,
-// reduce_overhead captures and replays CUDA graphs; max_autotune's cuBLASLt and cuDNN choices
-// are not built yet: there it runs as standard.
+// reduce_overhead captures and replays CUDA graphs, and max_autotune times the algorithms
+// cuBLASLt and cuDNN offer for each product and convolution (backend/cuda/contract.hpp,
+// conv.hpp).
 enum class Mode { standard, reduce_overhead, max_autotune };
 // inductor: the fused kernels; eager: every block node by node (sd::eager), to bisect a
 // numerical difference between the two.

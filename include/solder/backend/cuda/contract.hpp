@@ -10,6 +10,12 @@
 //     host's engine hands each block of the product to the epilogue while it is in the cache,
 //     but cuBLAS's kernels take no code of ours, only the epilogues cuBLASLt has. The same two
 //     kernels run where the shapes or layouts do not suit cuBLASLt's epilogue (below).
+// A cuBLASLt product's descriptors and its heuristic's algorithms are made on the first call of
+// the problem (shapes, strides, types, epilogue, alignments) and kept for the next (LtPlan):
+// a repeated product sets no descriptor up and asks no heuristic. Under sd::compile's
+// max_autotune, the product alone runs in cuBLASLt too (cuBLAS's gemm has no algorithms to
+// choose from), and the algorithms the heuristic offers (up to lt_algorithms) are timed on the
+// problem's first call, the fastest kept (runtime/autotune.hpp: per GPU, in the cache file).
 // float operands compute in float (TF32 only with sd::cuda::allow_tf32(true)), double in double,
 // half and bfloat16 accumulate in float.
 // The other anchors have an engine each (AnchorEngine below): conv2d in cuDNN (conv.hpp), the
@@ -24,10 +30,17 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <compare>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "../device_tuner.hpp"
 #include "../host/contract.hpp"
 #include "executor.hpp"
 
@@ -55,10 +68,10 @@ inline void check_cublas(cublasStatus_t s, char const* call, char const* file, i
 }
 #define SOLDER_CUBLAS_CHECK(call) ::solder::detail::cuda::check_cublas((call), #call, __FILE__, __LINE__)
 
-// A handle for the current device, made by create() on first use (never destroyed: the
-// process keeps it, as PyTorch keeps its handles).
+// A value for the current device (a library's handle, the GPU's key), made by create() on first
+// use and kept for the process (a handle is never destroyed, as PyTorch keeps its handles).
 template <class H, class F>
-H device_handle(F create) {
+H per_device(F create) {
   static std::mutex m;
   static std::map<int, H> handles;
   int const id = current_device();
@@ -68,7 +81,7 @@ H device_handle(F create) {
   return handles.emplace(id, create()).first->second;
 }
 inline cublasLtHandle_t lt_handle() {
-  return device_handle<cublasLtHandle_t>([] {
+  return per_device<cublasLtHandle_t>([] {
     cublasLtHandle_t h = nullptr;
     SOLDER_CUBLAS_CHECK(cublasLtCreate(&h));
     return h;
@@ -77,7 +90,7 @@ inline cublasLtHandle_t lt_handle() {
 // cuBLAS's handle keeps a stream and a workspace, set for each call: one call at a time holds
 // it (blas_lock). Split-K parts are summed in the compute type, never in a 16-bit output type.
 inline cublasHandle_t blas_handle() {
-  return device_handle<cublasHandle_t>([] {
+  return per_device<cublasHandle_t>([] {
     cublasHandle_t h = nullptr;
     SOLDER_CUBLAS_CHECK(cublasCreate(&h));
     auto const mode = CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
@@ -88,6 +101,40 @@ inline cublasHandle_t blas_handle() {
 inline std::mutex& blas_lock() {
   static std::mutex m;
   return m;
+}
+
+// The GPU that max_autotune's choices belong to (runtime/autotune.hpp keeps each GPU's apart):
+// its name, compute capability and driver version.
+inline std::string gpu_key() {
+  return per_device<std::string>([] {
+    cudaDeviceProp p{};
+    SOLDER_CUDA_CHECK(cudaGetDeviceProperties(&p, current_device()));
+    int driver = 0;
+    SOLDER_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    return std::string(p.name) + " | sm_" + std::to_string(p.major * 10 + p.minor) + " | driver " +
+           std::to_string(driver);
+  });
+}
+
+// Seconds that the work run() queues on solder's stream takes on the GPU, between two events;
+// infinity where run() says it could not run (max_autotune's timings).
+template <class F>
+double seconds_on_stream(F&& run) {
+  using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, cudaError_t (*)(cudaEvent_t)>;
+  auto event = [] {
+    cudaEvent_t e = nullptr;
+    SOLDER_CUDA_CHECK(cudaEventCreate(&e));
+    return Event(e, &cudaEventDestroy);
+  };
+  Event const start = event(), stop = event();
+  cudaStream_t const s = solder::cuda::stream();
+  SOLDER_CUDA_CHECK(cudaEventRecord(start.get(), s));
+  if (!run()) return std::numeric_limits<double>::infinity();
+  SOLDER_CUDA_CHECK(cudaEventRecord(stop.get(), s));
+  SOLDER_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  SOLDER_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms * 1e-3;
 }
 
 template <class H>
@@ -135,6 +182,7 @@ struct BlasMatrix {
   cublasOperation_t op = CUBLAS_OP_N;
   std::int64_t rows = 0, cols = 0, ld = 1;
   bool ok = false;
+  friend auto operator<=>(BlasMatrix const&, BlasMatrix const&) = default;
 };
 // A rows x cols matrix whose (i, j) is at i * rs + j * cs, read column-major: rows contiguous,
 // columns ld >= rows apart (the stride of an extent of 1 is never used).
@@ -249,38 +297,130 @@ inline std::uint32_t alignment(void const* p, std::int64_t stride_bytes) {
   return static_cast<std::uint32_t>(v & (~v + 1));
 }
 
-// One cuBLASLt call with epilogue ep (and bias, a vector over D's rows, where ep has one) on
-// solder's stream; false where cuBLASLt does not take the problem: a dim of 1 (its heuristic
-// has refused such shapes: PyTorch keeps them from it too) or no algorithm found.
+// What a cuBLASLt product's descriptors and its heuristic's answer depend on: the device, the
+// types, the three matrices and the batch, the epilogue, and the alignments the heuristic is
+// told (of X, Y, D and the bias; 0: no bias).
+struct LtKey {
+  int device;
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  cublasLtEpilogue_t epilogue;
+  BlasMatrix x, y, d;
+  std::int64_t k, batch, x_bs, y_bs, d_bs;
+  std::uint32_t x_align, y_align, d_align, bias_align;
+  friend auto operator<=>(LtKey const&, LtKey const&) = default;
+};
+
+// The algorithms asked of cuBLASLt's heuristic for a problem: its first runs outside
+// max_autotune, all are timed under it.
+inline constexpr int lt_algorithms = 8;
+
+// A cuBLASLt problem's descriptors, the algorithms its heuristic offers (best first; none where
+// it offers none) and its key in max_autotune's cache, made on the problem's first call and kept
+// (lt_plans). Only the bias pointer differs between the calls of a plan: each call sets it on
+// the shared descriptor, holding bias_lock until cuBLASLt has queued the product.
+struct LtPlan {
+  LtOwned<cublasLtMatmulDesc_t> desc{nullptr, &cublasLtMatmulDescDestroy};
+  LtOwned<cublasLtMatrixLayout_t> x{nullptr, &cublasLtMatrixLayoutDestroy};
+  LtOwned<cublasLtMatrixLayout_t> y{nullptr, &cublasLtMatrixLayoutDestroy};
+  LtOwned<cublasLtMatrixLayout_t> d{nullptr, &cublasLtMatrixLayoutDestroy};
+  std::vector<cublasLtMatmulHeuristicResult_t> algorithms;
+  std::string tuning_key;
+  std::mutex bias_lock;
+};
+
+// The plans made so far, by problem. Bounded: past lt_plans_max the map starts again, so that a
+// program meeting ever new shapes does not keep descriptors without end (a plan in use lives
+// on with its callers). Never destroyed, as the handles: at exit the library may be gone.
+struct LtPlans {
+  std::mutex mutex;
+  std::map<LtKey, std::shared_ptr<LtPlan>> plans;
+};
+inline LtPlans& lt_plans() {
+  static auto* p = new LtPlans;
+  return *p;
+}
+inline constexpr std::size_t lt_plans_max = 1024;
+
+inline char const* lt_epilogue_name(cublasLtEpilogue_t ep) {
+  switch (ep) {
+    case CUBLASLT_EPILOGUE_BIAS: return "bias";
+    case CUBLASLT_EPILOGUE_RELU: return "relu";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "bias+relu";
+    case CUBLASLT_EPILOGUE_GELU: return "gelu";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "bias+gelu";
+    default: return "none";
+  }
+}
+
+// The problem as max_autotune's cache names it, with cuBLASLt's version: another version's
+// heuristic may list other algorithms.
 template <class T>
-bool lt_call(BlasProblem const& p, T const* x, T const* y, T* d, cublasLtEpilogue_t ep, T const* bias,
-             void* workspace) {
-  if (p.d.rows < 2 || p.d.cols < 2 || p.k < 2) return false;
+std::string lt_tuning_key(LtKey const& k) {
+  std::ostringstream os;
+  auto matrix = [&](char const* name, BlasMatrix const& m, std::int64_t bs, std::uint32_t align) {
+    os << ' ' << name << '=' << (m.op == CUBLAS_OP_T ? "T:" : "N:") << m.rows << 'x' << m.cols << ",ld=" << m.ld
+       << ",batch-stride=" << bs << ",align=" << align;
+  };
+  os << "cublasLt " << cublasLtGetVersion() << ' ' << dtype_name<T>()
+     << (k.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? " tf32" : "") << " k=" << k.k << " batch=" << k.batch
+     << " epilogue=" << lt_epilogue_name(k.epilogue);
+  matrix("x", k.x, k.x_bs, k.x_align);
+  matrix("y", k.y, k.y_bs, k.y_align);
+  matrix("d", k.d, k.d_bs, k.d_align);
+  if (k.bias_align) os << " bias-align=" << k.bias_align;
+  return os.str();
+}
+
+// An algorithm of the heuristic's list, as the autotune log names it.
+inline std::string lt_describe(int index, cublasLtMatmulHeuristicResult_t const& r) {
+  auto config = [&](cublasLtMatmulAlgoConfigAttributes_t a) {
+    std::uint32_t v = 0;  // (each of these is 32 bits wide)
+    std::size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&r.algo, a, &v, sizeof v, &written) == CUBLAS_STATUS_SUCCESS
+               ? std::to_string(v)
+               : std::string("?");
+  };
+  return "#" + std::to_string(index) + "[algo=" + config(CUBLASLT_ALGO_CONFIG_ID) +
+         ",tile=" + config(CUBLASLT_ALGO_CONFIG_TILE_ID) + ",stages=" + config(CUBLASLT_ALGO_CONFIG_STAGES_ID) +
+         ",split-k=" + config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) + ",workspace=" + std::to_string(r.workspaceSize) +
+         "]";
+}
+
+// The plan of problem `key` (p, with bias where its epilogue has one): the one kept, or made now.
+template <class T>
+std::shared_ptr<LtPlan> lt_plan(LtKey const& key, BlasProblem const& p, T const* bias) {
   using Scale = typename blas_type<T>::Scale;
   constexpr cudaDataType_t type = blas_type<T>::data;
-  cublasLtMatmulDesc_t made = nullptr;
-  SOLDER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&made, blas_compute<T>(), blas_type<Scale>::data));
-  LtOwned<cublasLtMatmulDesc_t> const desc(made, &cublasLtMatmulDescDestroy);
-  lt_set(cublasLtMatmulDescSetAttribute, desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, p.x.op);
-  lt_set(cublasLtMatmulDescSetAttribute, desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, p.y.op);
-  lt_set(cublasLtMatmulDescSetAttribute, desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, ep);
-  void const* const bias_pointer = bias;  // (its alignment, too, steers the heuristic)
-  if (bias)
-    lt_set(cublasLtMatmulDescSetAttribute, desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer);
+  auto& cache = lt_plans();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto const found = cache.plans.find(key);
+  if (found != cache.plans.end()) return found->second;
 
-  auto layout = [&](BlasMatrix const& m, std::int64_t stride) {
+  auto plan = std::make_shared<LtPlan>();
+  cublasLtMatmulDesc_t desc = nullptr;
+  SOLDER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, key.compute, blas_type<Scale>::data));
+  plan->desc.reset(desc);
+  lt_set(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_TRANSA, p.x.op);
+  lt_set(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_TRANSB, p.y.op);
+  lt_set(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_EPILOGUE, key.epilogue);
+  void const* const bias_pointer = bias;  // (its alignment, too, steers the heuristic)
+  if (bias) lt_set(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer);
+
+  auto layout = [&](LtOwned<cublasLtMatrixLayout_t>& owned, BlasMatrix const& m, std::int64_t stride) {
     cublasLtMatrixLayout_t l = nullptr;
     SOLDER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<std::uint64_t>(m.rows),
                                                    static_cast<std::uint64_t>(m.cols), m.ld));
-    LtOwned<cublasLtMatrixLayout_t> owned(l, &cublasLtMatrixLayoutDestroy);
+    owned.reset(l);
     if (p.batch > 1) {
       auto const count = static_cast<std::int32_t>(p.batch);
       lt_set(cublasLtMatrixLayoutSetAttribute, l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count);
       lt_set(cublasLtMatrixLayoutSetAttribute, l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride);
     }
-    return owned;
   };
-  auto const xl = layout(p.x, p.x_bs), yl = layout(p.y, p.y_bs), dl = layout(p.d, p.d_bs);
+  layout(plan->x, p.x, p.x_bs);
+  layout(plan->y, p.y, p.y_bs);
+  layout(plan->d, p.d, p.d_bs);
 
   cublasLtMatmulPreference_t pref_made = nullptr;
   SOLDER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_made));
@@ -289,34 +429,75 @@ bool lt_call(BlasProblem const& p, T const* x, T const* y, T* d, cublasLtEpilogu
     lt_set(cublasLtMatmulPreferenceSetAttribute, pref.get(), a, v);
   };
   prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t{blas_workspace});
-  std::int64_t const bytes = sizeof(T);
-  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(x, p.x_bs * bytes));
-  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(y, p.y_bs * bytes));
-  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(d, p.d_bs * bytes));
-  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(d, p.d_bs * bytes));
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.x_align);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.y_align);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.d_align);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.d_align);
   // Split-K parts summed in float, never in a 16-bit output type or in the output itself.
   if constexpr (is_half_v<T>)
     prefer(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, std::uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE});
 
-  cublasLtHandle_t const handle = lt_handle();
-  cublasLtMatmulHeuristicResult_t found{};
+  cublasLtMatmulHeuristicResult_t results[lt_algorithms]{};
   int count = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(handle, desc.get(), xl.get(), yl.get(), dl.get(), dl.get(), pref.get(),
-                                     1, &found, &count) != CUBLAS_STATUS_SUCCESS ||
-      count == 0)
-    return false;
+  if (cublasLtMatmulAlgoGetHeuristic(lt_handle(), desc, plan->x.get(), plan->y.get(), plan->d.get(), plan->d.get(),
+                                     pref.get(), lt_algorithms, results, &count) == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < count; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->algorithms.push_back(results[i]);
+  plan->tuning_key = lt_tuning_key<T>(key);
+
+  if (cache.plans.size() >= lt_plans_max) cache.plans.clear();
+  cache.plans.emplace(key, plan);
+  return plan;
+}
+
+// One cuBLASLt call with epilogue ep (and bias, a vector over D's rows, where ep has one) on
+// solder's stream, in the heuristic's first algorithm (under max_autotune: the fastest); false
+// where cuBLASLt does not take the problem: a dim of 1 (its heuristic has refused such shapes:
+// PyTorch keeps them from it too) or no algorithm found.
+template <class T>
+bool lt_call(BlasProblem const& p, T const* x, T const* y, T* d, cublasLtEpilogue_t ep, T const* bias,
+             void* workspace) {
+  if (p.d.rows < 2 || p.d.cols < 2 || p.k < 2) return false;
+  std::int64_t const bytes = sizeof(T);
+  LtKey const key{current_device(), blas_type<T>::data, blas_compute<T>(), ep, p.x, p.y, p.d, p.k, p.batch,
+                  p.x_bs, p.y_bs, p.d_bs, alignment(x, p.x_bs * bytes), alignment(y, p.y_bs * bytes),
+                  alignment(d, p.d_bs * bytes), bias ? alignment(bias, 0) : 0};
+  auto const plan = lt_plan(key, p, bias);
+  if (plan->algorithms.empty()) return false;
+
+  using Scale = typename blas_type<T>::Scale;
   Scale const alpha = 1, beta = 0;
-  SOLDER_CUBLAS_CHECK(cublasLtMatmul(handle, desc.get(), &alpha, x, xl.get(), y, yl.get(), &beta, d,
-                                     dl.get(), d, dl.get(), &found.algo, workspace, blas_workspace,
-                                     solder::cuda::stream()));
+  cublasLtHandle_t const handle = lt_handle();
+  auto matmul = [&](int algorithm) {
+    std::unique_lock<std::mutex> lock(plan->bias_lock, std::defer_lock);
+    if (bias) {
+      lock.lock();
+      void const* const bias_pointer = bias;
+      lt_set(cublasLtMatmulDescSetAttribute, plan->desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer);
+    }
+    return cublasLtMatmul(handle, plan->desc.get(), &alpha, x, plan->x.get(), y, plan->y.get(), &beta, d,
+                          plan->d.get(), d, plan->d.get(), &plan->algorithms[algorithm].algo, workspace,
+                          blas_workspace, solder::cuda::stream());
+  };
+  int algorithm = 0;
+  if (auto* tuner = device_tuner()) {
+    std::vector<int> choices(plan->algorithms.size());
+    std::iota(choices.begin(), choices.end(), 0);
+    algorithm = tuner->choose_on_device(
+        gpu_key(), plan->tuning_key, choices,
+        [&](int i) { return seconds_on_stream([&] { return matmul(i) == CUBLAS_STATUS_SUCCESS; }); },
+        [&](int i) { return lt_describe(i, plan->algorithms[i]); });
+  }
+  SOLDER_CUBLAS_CHECK(matmul(algorithm));
   return true;
 }
 
 // Writes ep(a @ b [+ bias]) into out: the product alone through cuBLAS, an epilogue through
-// cuBLASLt (blas_calls). False, with the output left to be written again, where out's element
-// type or layout does not allow it, for an epilogue with k = 0, or where cuBLASLt does not take
-// the epilogue's problem: the caller then stores the product first. The product alone into a
-// contiguous tensor of its type always runs here.
+// cuBLASLt (blas_calls); under max_autotune, the product alone too through cuBLASLt, where it
+// takes the problem, for its algorithms to be timed. False, with the output left to be written
+// again, where out's element type or layout does not allow it, for an epilogue with k = 0, or
+// where cuBLASLt does not take the epilogue's problem: the caller then stores the product
+// first. The product alone into a contiguous tensor of its type always runs here.
 template <class OutTensor, class A, class B>
 bool product_into(OutTensor& out, Contract<A, B> const& anchor, cublasLtEpilogue_t ep,
                   typename OutTensor::value_type const* bias) {
@@ -332,8 +513,10 @@ bool product_into(OutTensor& out, Contract<A, B> const& anchor, cublasLtEpilogue
     return true;
   }
   auto const workspace = cuda_allocate<unsigned char>(static_cast<std::int64_t>(blas_workspace));
+  bool const tuning = device_tuner() != nullptr;
   return blas_calls(a, b, out, bias != nullptr, [&](BlasProblem const& p, T const* x, T const* y, T* d) {
-    if (!plain) return lt_call<T>(p, x, y, d, ep, bias, workspace.get());
+    if ((!plain || tuning) && lt_call<T>(p, x, y, d, ep, bias, workspace.get())) return true;
+    if (!plain) return false;
     gemm_call<T>(p, x, y, d, workspace.get());
     return true;
   });

@@ -1,7 +1,12 @@
 // conv2d on sd::Cuda tensors (expr/conv.hpp), in cuDNN: one cudnnConvolutionForward call, its
 // algorithm the first that cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7) offers
-// and that runs on these descriptors, its workspace from the memory pool. The input and the
-// weight are read as packed NCHW and KCRS: a view with other strides is copied first (a kernel).
+// and that runs on these descriptors, its workspace from the memory pool. The descriptors and
+// the heuristic's answer are made on the first call of a problem (shapes, window, groups, type)
+// and kept (ConvPlan). Under sd::compile's max_autotune the algorithms the heuristic offers are
+// timed on the problem's first call and the fastest kept (runtime/autotune.hpp: per GPU, in the
+// cache file), leaving out any that asks for more workspace than 256 MiB and than the first. The
+// input and the weight are read as packed NCHW and KCRS: a view with other strides is copied
+// first (a kernel).
 // The result goes straight into a contiguous output of its element type; run_contraction
 // (contract.hpp) stores it first for any other output, and for an element-wise rest.
 // Groups (depthwise included) are cuDNN's group count; cuDNN pads each side alike, so
@@ -12,9 +17,15 @@
 // Without cuDNN's header, conv2d on sd::Cuda tensors is a compile error that says so; nothing
 // else needs cuDNN, and a program that convolves no sd::Cuda tensor need not link it.
 #pragma once
+#include <array>
 #include <climits>
+#include <compare>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "../../expr/conv.hpp"
 #include "contract.hpp"
@@ -31,10 +42,10 @@ inline void check_cudnn(cudnnStatus_t s, char const* call, char const* file, int
 }
 #define SOLDER_CUDNN_CHECK(call) ::solder::detail::cuda::check_cudnn((call), #call, __FILE__, __LINE__)
 
-// cuDNN's handle for the current device (device_handle, contract.hpp). It keeps a stream, set
-// for each call: one call at a time holds it (dnn_lock).
+// cuDNN's handle for the current device (per_device, contract.hpp). It keeps a stream, set for
+// each call: one call at a time holds it (dnn_lock), and with it the plans (conv_plans).
 inline cudnnHandle_t dnn_handle() {
-  return device_handle<cudnnHandle_t>([] {
+  return per_device<cudnnHandle_t>([] {
     cudnnHandle_t h = nullptr;
     SOLDER_CUDNN_CHECK(cudnnCreate(&h));
     return h;
@@ -102,49 +113,146 @@ std::array<int, 4> nchw(TT const& t) {
   return {R == 4 ? dnn_int(s[0]) : 1, dnn_int(s[R - 3]), dnn_int(s[R - 2]), dnn_int(s[R - 1])};
 }
 
+// What a convolution's descriptors and cuDNN's heuristic depend on: the device, the types, the
+// shapes of x, w and y, the window and the groups.
+struct ConvKey {
+  int device;
+  cudnnDataType_t type;
+  cudnnMathType_t math;
+  std::array<int, 4> x, w, y;
+  std::array<int, 6> window;  // padding, stride, dilation: (h, w) each
+  int groups;
+  friend auto operator<=>(ConvKey const&, ConvKey const&) = default;
+};
+
+// A convolution's descriptors, the algorithms cuDNN's heuristic offers for them that run (best
+// first) and its key in max_autotune's cache, made on the problem's first call and kept
+// (conv_plans). Each call sets its algorithm's math type on the descriptor, under dnn_lock.
+struct ConvPlan {
+  DnnOwned<cudnnTensorDescriptor_t> x, y;
+  DnnOwned<cudnnFilterDescriptor_t> w;
+  DnnOwned<cudnnConvolutionDescriptor_t> conv;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;
+  std::string tuning_key;
+};
+
+// The plans made so far, by problem, read and written under dnn_lock. Bounded and never
+// destroyed, as lt_plans.
+inline std::map<ConvKey, ConvPlan>& conv_plans() {
+  static auto* plans = new std::map<ConvKey, ConvPlan>;
+  return *plans;
+}
+inline constexpr std::size_t conv_plans_max = 1024;
+
+// max_autotune leaves out the algorithms that ask for more workspace than this and than the
+// heuristic's first choice: the memory pool keeps what a workspace took.
+inline constexpr std::size_t dnn_tuning_workspace = std::size_t(256) << 20;
+
+// The problem as max_autotune's cache names it, with cuDNN's version: another version's
+// heuristic may list other algorithms.
+template <class T>
+std::string conv_tuning_key(ConvKey const& k) {
+  auto dims = [](auto const& a, std::size_t from, std::size_t n) {
+    std::string s;
+    for (std::size_t i = from; i < from + n; ++i) s += (i == from ? "" : ",") + std::to_string(a[i]);
+    return s;
+  };
+  return "cudnn " + std::to_string(cudnnGetVersion()) + " conv2d " + std::string(dtype_name<T>()) +
+         (k.math == CUDNN_DEFAULT_MATH ? " tensor-ops" : "") + " x=[" + dims(k.x, 0, 4) + "] w=[" +
+         dims(k.w, 0, 4) + "] y=[" + dims(k.y, 0, 4) + "] padding=" + dims(k.window, 0, 2) +
+         " stride=" + dims(k.window, 2, 2) + " dilation=" + dims(k.window, 4, 2) +
+         " groups=" + std::to_string(k.groups);
+}
+
+// An algorithm of the heuristic's list, as the autotune log names it.
+inline std::string dnn_describe(int index, cudnnConvolutionFwdAlgoPerf_t const& a) {
+  static constexpr char const* names[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm",     "direct",
+                                          "fft",           "fft_tiling",            "winograd", "winograd_nonfused"};
+  auto const algo = static_cast<std::size_t>(a.algo);
+  return "#" + std::to_string(index) + "[" + (algo < std::size(names) ? names[algo] : std::to_string(algo)) +
+         (a.mathType == CUDNN_FMA_MATH || a.mathType == CUDNN_DEFAULT_MATH ? "" : ",tensor-ops") +
+         ",workspace=" + std::to_string(a.memory) + "]";
+}
+
+// The plan of problem `key`: the one kept, or made now. Called with dnn_lock held.
+template <class T>
+ConvPlan const& conv_plan(cudnnHandle_t h, ConvKey const& key) {
+  auto& plans = conv_plans();
+  auto const found = plans.find(key);
+  if (found != plans.end()) return found->second;
+
+  auto tensor = [&](std::array<int, 4> const& s) {
+    auto d = dnn_descriptor(cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor);
+    SOLDER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, key.type, s[0], s[1], s[2], s[3]));
+    return d;
+  };
+  ConvPlan plan{tensor(key.x), tensor(key.y), dnn_descriptor(cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor),
+                dnn_descriptor(cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor), {},
+                conv_tuning_key<T>(key)};
+  auto const& w = key.w;
+  SOLDER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan.w.get(), key.type, CUDNN_TENSOR_NCHW, w[0], w[1], w[2], w[3]));
+  auto const& win = key.window;
+  // (CROSS_CORRELATION: PyTorch's conv2d does not flip the kernel.)
+  SOLDER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan.conv.get(), win[0], win[1], win[2], win[3], win[4], win[5],
+                                                     CUDNN_CROSS_CORRELATION, dnn_type<T>::compute));
+  SOLDER_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan.conv.get(), key.groups));
+  SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), key.math));
+
+  constexpr int wanted = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  cudnnConvolutionFwdAlgoPerf_t found_algorithms[wanted];
+  int count = 0;
+  SOLDER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x.get(), plan.w.get(), plan.conv.get(),
+                                                            plan.y.get(), wanted, &count, found_algorithms));
+  for (int i = 0; i < count; ++i)
+    if (found_algorithms[i].status == CUDNN_STATUS_SUCCESS) plan.algorithms.push_back(found_algorithms[i]);
+
+  if (plans.size() >= conv_plans_max) plans.clear();
+  return plans.emplace(key, std::move(plan)).first->second;
+}
+
 // The convolution of x (packed NCHW) by w (packed KCRS) into y (packed, cuDNN's output shape
 // for these descriptors), with symmetric padding ph, pw.
 template <class T, class TX, class TW, class TY>
 void dnn_convolution(TX const& x, TW const& w, TY& y, Window2d const& win, std::int64_t ph, std::int64_t pw,
                      std::int64_t groups) {
-  constexpr cudnnDataType_t type = dnn_type<T>::data;
-  auto tensor = [&](std::array<int, 4> const& s) {
-    auto d = dnn_descriptor(cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor);
-    SOLDER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, type, s[0], s[1], s[2], s[3]));
-    return d;
-  };
-  auto const xd = tensor(nchw(x)), yd = tensor(nchw(y));
-  auto const wd = dnn_descriptor(cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor);
   auto const& ws = w.shape();
-  SOLDER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd.get(), type, CUDNN_TENSOR_NCHW, dnn_int(ws[0]),
-                                                dnn_int(ws[1]), dnn_int(ws[2]), dnn_int(ws[3])));
-  auto const cd = dnn_descriptor(cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor);
-  // (CROSS_CORRELATION: PyTorch's conv2d does not flip the kernel.)
-  SOLDER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd.get(), dnn_int(ph), dnn_int(pw), dnn_int(win.sh),
-                                                     dnn_int(win.sw), dnn_int(win.dh), dnn_int(win.dw),
-                                                     CUDNN_CROSS_CORRELATION, dnn_type<T>::compute));
-  SOLDER_CUDNN_CHECK(cudnnSetConvolutionGroupCount(cd.get(), dnn_int(groups)));
-  SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(cd.get(), dnn_math<T>()));
-
+  ConvKey const key{current_device(), dnn_type<T>::data, dnn_math<T>(), nchw(x),
+                    {dnn_int(ws[0]), dnn_int(ws[1]), dnn_int(ws[2]), dnn_int(ws[3])}, nchw(y),
+                    {dnn_int(ph), dnn_int(pw), dnn_int(win.sh), dnn_int(win.sw), dnn_int(win.dh), dnn_int(win.dw)},
+                    dnn_int(groups)};
   std::lock_guard<std::mutex> lock(dnn_lock());
   cudnnHandle_t const h = dnn_handle();
   SOLDER_CUDNN_CHECK(cudnnSetStream(h, solder::cuda::stream()));
-  constexpr int wanted = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-  cudnnConvolutionFwdAlgoPerf_t found[wanted];
-  int count = 0;
-  SOLDER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd.get(), wd.get(), cd.get(), yd.get(), wanted,
-                                                            &count, found));
-  cudnnConvolutionFwdAlgoPerf_t const* pick = nullptr;
-  for (int i = 0; i < count && !pick; ++i)
-    if (found[i].status == CUDNN_STATUS_SUCCESS) pick = &found[i];
-  check(pick != nullptr, "conv2d on sd::Cuda: cuDNN has no algorithm for input ", shape_string<TX::rank>(x.shape()),
-        ", weight ", shape_string<4>(ws), " (", dtype_name<T>(), ")");
-  SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(cd.get(), pick->mathType));
-  auto const workspace = cuda_allocate<unsigned char>(static_cast<std::int64_t>(pick->memory));
+  ConvPlan const& plan = conv_plan<T>(h, key);
+  check(!plan.algorithms.empty(), "conv2d on sd::Cuda: cuDNN has no algorithm for input ",
+        shape_string<TX::rank>(x.shape()), ", weight ", shape_string<4>(ws), " (", dtype_name<T>(), ")");
+
   typename dnn_type<T>::Scale const alpha = 1, beta = 0;
-  SOLDER_CUDNN_CHECK(cudnnConvolutionForward(h, &alpha, xd.get(), x.data(), wd.get(), w.data(), cd.get(),
-                                             pick->algo, workspace.get(), pick->memory, &beta, yd.get(),
-                                             y.data()));
+  auto forward = [&](int algorithm, void* workspace) {
+    auto const& a = plan.algorithms[algorithm];
+    SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), a.mathType));
+    return cudnnConvolutionForward(h, &alpha, plan.x.get(), x.data(), plan.w.get(), w.data(), plan.conv.get(), a.algo,
+                                   workspace, a.memory, &beta, plan.y.get(), y.data());
+  };
+  auto workspace = [&](int algorithm) {
+    return cuda_allocate<unsigned char>(static_cast<std::int64_t>(plan.algorithms[algorithm].memory));
+  };
+  int algorithm = 0;
+  if (auto* tuner = device_tuner()) {
+    std::size_t const most = std::max(plan.algorithms.front().memory, dnn_tuning_workspace);
+    std::vector<int> choices;
+    for (std::size_t i = 0; i < plan.algorithms.size(); ++i)
+      if (plan.algorithms[i].memory <= most) choices.push_back(static_cast<int>(i));
+    algorithm = tuner->choose_on_device(
+        gpu_key(), plan.tuning_key, choices,
+        [&](int i) {
+          auto const space = workspace(i);
+          return seconds_on_stream([&] { return forward(i, space.get()) == CUDNN_STATUS_SUCCESS; });
+        },
+        [&](int i) { return dnn_describe(i, plan.algorithms[i]); });
+  }
+  auto const space = workspace(algorithm);
+  SOLDER_CUDNN_CHECK(forward(algorithm, space.get()));
 }
 
 // Writes conv2d(x, w) into out (the anchor's shape); false where cuDNN cannot write out itself
