@@ -22,7 +22,8 @@
 // pools (pool.hpp), embedding (embedding.hpp) and attention (attention.hpp) in kernels of
 // solder's own. The anchor alone is its engine's one kernel, written into the output; with an
 // element-wise rest, the anchor is stored first and the rest is one element-wise kernel after
-// it, as for a product that cuBLASLt's epilogues do not cover.
+// it, as for a product that cuBLASLt's epilogues do not cover (but for the rests of conv2d that
+// cuDNN's fused call computes: epilogue.hpp).
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -570,8 +571,9 @@ template <class Anchor>
 struct AnchorEngine;
 
 // Runs the kernel rooted at `root` (plan.hpp: has_anchor) into `out`. The anchor alone is
-// written by its engine; with an element-wise rest, cuBLASLt's epilogues aside, the anchor is
-// stored first (device_rules<Cuda>::fuses_epilogue counts the two kernels).
+// written by its engine; with an element-wise rest, cuBLASLt's epilogues and cuDNN's fused call
+// aside (epilogue.hpp), the anchor is stored first (device_rules<Cuda>::fuses_epilogue counts
+// the two kernels).
 template <class OutTensor, class N>
 void run_contraction(OutTensor& out, N const& root) {
   constexpr int D = N::rank;
@@ -581,8 +583,11 @@ void run_contraction(OutTensor& out, N const& root) {
     if constexpr (is_matmul<Anchor>) {
       run_matmul(out, root, anchor);
     } else {
-      if constexpr (std::is_same_v<Anchor, N>)
+      if constexpr (std::is_same_v<Anchor, N>) {
         if (AnchorEngine<Anchor>::run(anchor, out)) return;
+      } else if constexpr (dnn_epilogue<N>::value) {  // (conv.hpp)
+        if (AnchorEngine<Anchor>::run_fused(root, anchor, out)) return;
+      }
       run_stored(out, root, anchor);
     }
   });

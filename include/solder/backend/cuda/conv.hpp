@@ -8,7 +8,14 @@
 // input and the weight are read as packed NCHW and KCRS: a view with other strides is copied
 // first (a kernel).
 // The result goes straight into a contiguous output of its element type; run_contraction
-// (contract.hpp) stores it first for any other output, and for an element-wise rest.
+// (contract.hpp) stores it first for any other output.
+// A rest that cuDNN's fused call computes, y = act(alpha1 * conv2d(x, w) + z + bias) (dnn_epilogue,
+// epilogue.hpp: a bias per channel, a residual z, a ReLU or the identity, a number times the
+// convolution), is that one call (cudnnConvolutionBiasActivationForward) where the output is
+// contiguous of the convolution's type and of its shape, and the bias and the residual are
+// contiguous; its plan keeps the bias's and the activation's descriptors too, and max_autotune
+// times its algorithms as the plain convolution's. Any other rest, or where those do not hold,
+// runs after the convolution, stored first (run_contraction).
 // Groups (depthwise included) are cuDNN's group count; cuDNN pads each side alike, so
 // padding="same" with an odd total (the extra row at the end, as PyTorch) is computed one row
 // and column larger and its window copied out (a second launch, in the same planned kernel).
@@ -29,6 +36,7 @@
 
 #include "../../expr/conv.hpp"
 #include "contract.hpp"
+#include "epilogue.hpp"
 
 #if __has_include(<cudnn.h>)
 #include <cudnn.h>
@@ -114,7 +122,8 @@ std::array<int, 4> nchw(TT const& t) {
 }
 
 // What a convolution's descriptors and cuDNN's heuristic depend on: the device, the types, the
-// shapes of x, w and y, the window and the groups.
+// shapes of x, w and y, the window and the groups; and the call: the convolution alone, or
+// cuDNN's fused call (fused) with a ReLU or the identity, with a residual or not.
 struct ConvKey {
   int device;
   cudnnDataType_t type;
@@ -122,18 +131,34 @@ struct ConvKey {
   std::array<int, 4> x, w, y;
   std::array<int, 6> window;  // padding, stride, dilation: (h, w) each
   int groups;
+  bool fused, relu, residual;
   friend auto operator<=>(ConvKey const&, ConvKey const&) = default;
+};
+
+// The operands of cuDNN's fused call, y = act(alpha1 * conv2d(x, w) + z + bias), act a ReLU or
+// the identity: the bias, a value per output channel, and z (null: none) of y's shape, both
+// packed, of y's element type.
+template <class T>
+struct ConvEpilogue {
+  bool relu = false;
+  typename dnn_type<T>::Scale alpha1 = 1;
+  T const* bias = nullptr;
+  T const* z = nullptr;
 };
 
 // A convolution's descriptors, the algorithms cuDNN's heuristic offers for them that run (best
 // first) and its key in max_autotune's cache, made on the problem's first call and kept
 // (conv_plans). Each call sets its algorithm's math type on the descriptor, under dnn_lock.
+// The fused call's plan also keeps the bias's ([1, C, 1, 1]) and the activation's descriptors
+// (z's is y's).
 struct ConvPlan {
   DnnOwned<cudnnTensorDescriptor_t> x, y;
   DnnOwned<cudnnFilterDescriptor_t> w;
   DnnOwned<cudnnConvolutionDescriptor_t> conv;
   std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;
   std::string tuning_key;
+  DnnOwned<cudnnTensorDescriptor_t> bias{nullptr, cudnnDestroyTensorDescriptor};
+  DnnOwned<cudnnActivationDescriptor_t> activation{nullptr, cudnnDestroyActivationDescriptor};
 };
 
 // The plans made so far, by problem, read and written under dnn_lock. Bounded and never
@@ -161,7 +186,8 @@ std::string conv_tuning_key(ConvKey const& k) {
          (k.math == CUDNN_DEFAULT_MATH ? " tensor-ops" : "") + " x=[" + dims(k.x, 0, 4) + "] w=[" +
          dims(k.w, 0, 4) + "] y=[" + dims(k.y, 0, 4) + "] padding=" + dims(k.window, 0, 2) +
          " stride=" + dims(k.window, 2, 2) + " dilation=" + dims(k.window, 4, 2) +
-         " groups=" + std::to_string(k.groups);
+         " groups=" + std::to_string(k.groups) +
+         (k.fused ? std::string(" epilogue=bias") + (k.residual ? "+residual" : "") + (k.relu ? "+relu" : "") : "");
 }
 
 // An algorithm of the heuristic's list, as the autotune log names it.
@@ -197,42 +223,66 @@ ConvPlan const& conv_plan(cudnnHandle_t h, ConvKey const& key) {
                                                      CUDNN_CROSS_CORRELATION, dnn_type<T>::compute));
   SOLDER_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan.conv.get(), key.groups));
   SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), key.math));
+  if (key.fused) {
+    plan.bias = tensor({1, key.y[1], 1, 1});
+    plan.activation = dnn_descriptor(cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor);
+    // (the fused call takes no other NaN rule)
+    SOLDER_CUDNN_CHECK(cudnnSetActivationDescriptor(plan.activation.get(),
+                                                    key.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                                    CUDNN_NOT_PROPAGATE_NAN, 0));
+  }
 
   constexpr int wanted = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   cudnnConvolutionFwdAlgoPerf_t found_algorithms[wanted];
   int count = 0;
   SOLDER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x.get(), plan.w.get(), plan.conv.get(),
                                                             plan.y.get(), wanted, &count, found_algorithms));
+  // The fused call with the identity runs in IMPLICIT_PRECOMP_GEMM only (cuDNN's rule).
+  auto runs = [&](cudnnConvolutionFwdAlgoPerf_t const& a) {
+    return a.status == CUDNN_STATUS_SUCCESS &&
+           (!key.fused || key.relu || a.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  };
   for (int i = 0; i < count; ++i)
-    if (found_algorithms[i].status == CUDNN_STATUS_SUCCESS) plan.algorithms.push_back(found_algorithms[i]);
+    if (runs(found_algorithms[i])) plan.algorithms.push_back(found_algorithms[i]);
 
   if (plans.size() >= conv_plans_max) plans.clear();
   return plans.emplace(key, std::move(plan)).first->second;
 }
 
 // The convolution of x (packed NCHW) by w (packed KCRS) into y (packed, cuDNN's output shape
-// for these descriptors), with symmetric padding ph, pw.
+// for these descriptors), with symmetric padding ph, pw: cudnnConvolutionForward, or with `fused`
+// cuDNN's fused call. False where the fused call does not take the problem (none of its
+// algorithms runs on these descriptors, or CUDNN_STATUS_NOT_SUPPORTED), y left to be written.
 template <class T, class TX, class TW, class TY>
-void dnn_convolution(TX const& x, TW const& w, TY& y, Window2d const& win, std::int64_t ph, std::int64_t pw,
-                     std::int64_t groups) {
+bool dnn_convolution(TX const& x, TW const& w, TY& y, Window2d const& win, std::int64_t ph, std::int64_t pw,
+                     std::int64_t groups, ConvEpilogue<T> const* fused = nullptr) {
   auto const& ws = w.shape();
   ConvKey const key{current_device(), dnn_type<T>::data, dnn_math<T>(), nchw(x),
                     {dnn_int(ws[0]), dnn_int(ws[1]), dnn_int(ws[2]), dnn_int(ws[3])}, nchw(y),
                     {dnn_int(ph), dnn_int(pw), dnn_int(win.sh), dnn_int(win.sw), dnn_int(win.dh), dnn_int(win.dw)},
-                    dnn_int(groups)};
+                    dnn_int(groups), fused != nullptr, fused && fused->relu, fused && fused->z};
   std::lock_guard<std::mutex> lock(dnn_lock());
   cudnnHandle_t const h = dnn_handle();
   SOLDER_CUDNN_CHECK(cudnnSetStream(h, solder::cuda::stream()));
   ConvPlan const& plan = conv_plan<T>(h, key);
+  if (fused && plan.algorithms.empty()) return false;
   check(!plan.algorithms.empty(), "conv2d on sd::Cuda: cuDNN has no algorithm for input ",
         shape_string<TX::rank>(x.shape()), ", weight ", shape_string<4>(ws), " (", dtype_name<T>(), ")");
 
-  typename dnn_type<T>::Scale const alpha = 1, beta = 0;
+  using Scale = typename dnn_type<T>::Scale;
+  Scale const alpha = 1, beta = 0;
+  // Without a residual, alpha2 is 0 and z is y itself (the call takes a z of y's shape).
+  Scale const alpha2 = fused && fused->z ? 1 : 0;
   auto forward = [&](int algorithm, void* workspace) {
     auto const& a = plan.algorithms[algorithm];
     SOLDER_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), a.mathType));
-    return cudnnConvolutionForward(h, &alpha, plan.x.get(), x.data(), plan.w.get(), w.data(), plan.conv.get(), a.algo,
-                                   workspace, a.memory, &beta, plan.y.get(), y.data());
+    if (!fused)
+      return cudnnConvolutionForward(h, &alpha, plan.x.get(), x.data(), plan.w.get(), w.data(), plan.conv.get(),
+                                     a.algo, workspace, a.memory, &beta, plan.y.get(), y.data());
+    return cudnnConvolutionBiasActivationForward(
+        h, &fused->alpha1, plan.x.get(), x.data(), plan.w.get(), w.data(), plan.conv.get(), a.algo, workspace, a.memory,
+        &alpha2, plan.y.get(), fused->z ? fused->z : y.data(), plan.bias.get(), fused->bias, plan.activation.get(),
+        plan.y.get(), y.data());
   };
   auto workspace = [&](int algorithm) {
     return cuda_allocate<unsigned char>(static_cast<std::int64_t>(plan.algorithms[algorithm].memory));
@@ -252,17 +302,77 @@ void dnn_convolution(TX const& x, TW const& w, TY& y, Window2d const& win, std::
         [&](int i) { return dnn_describe(i, plan.algorithms[i]); });
   }
   auto const space = workspace(algorithm);
-  SOLDER_CUDNN_CHECK(forward(algorithm, space.get()));
+  cudnnStatus_t const status = forward(algorithm, space.get());
+  if (fused && status == CUDNN_STATUS_NOT_SUPPORTED) return false;
+  check_cudnn(status, fused ? "cudnnConvolutionBiasActivationForward" : "cudnnConvolutionForward", __FILE__, __LINE__);
+  return true;
 }
 
-// Writes conv2d(x, w) into out (the anchor's shape); false where cuDNN cannot write out itself
-// (another element type, or not contiguous: run_contraction then stores the result first).
+// Sets ep's bias and z from the tensors that the kernel rooted at `root` adds to the convolution
+// (dnn_epilogue, epilogue.hpp), told apart by their shapes as broadcasting aligns them: a bias
+// holds a value per channel of y ([C, 1, 1], [1, C, 1, 1]), a residual has y's shape; both
+// contiguous, and the residual apart from y (max_autotune runs the call more than once). False
+// where they are not at most one of each.
+template <class N, class T, auto E>
+bool dnn_operands(N const& root, BasicTensor<T, E, Cuda> const& y, ConvEpilogue<T>& ep) {
+  constexpr int D = rank_of<E>;
+  Index<D> const& ys = y.shape();
+  Index<D> channels;
+  channels.fill(1);
+  channels[D - 3] = ys[D - 3];
+  struct Addend {
+    T const* data;
+    bool bias, residual;
+  };
+  std::array<Addend, 2> a{};
+  int n = 0;
+  dnn_epilogue<N>::for_each_addend(root, [&](auto const& t) {
+    constexpr int R = std::remove_cvref_t<decltype(t)>::rank;
+    Index<D> s;
+    s.fill(1);
+    for (int i = 0; i < R; ++i) s[D - R + i] = t.shape()[i];
+    bool const packed = t.is_contiguous();
+    a[n++] = {t.data(), packed && same_index<D>(s, channels), packed && same_index<D>(s, ys) && t.data() != y.data()};
+  });
+  if (n == 1) {
+    if (a[0].bias) ep.bias = a[0].data;
+    else if (a[0].residual) ep.z = a[0].data;
+    else return false;
+  } else if (n == 2) {
+    if (!(a[0].bias && a[1].residual)) std::swap(a[0], a[1]);  // (either order)
+    if (!(a[0].bias && a[1].residual)) return false;
+    ep.bias = a[0].data;
+    ep.z = a[1].data;
+  }
+  return true;
+}
+
 template <class X, class W>
 struct AnchorEngine<Conv2d<X, W>> {
+  using Anchor = Conv2d<X, W>;
+  using T = canonical_t<typename Anchor::value_type>;
+  static constexpr int D = Anchor::rank;
+
+  // The padding cuDNN is given for an output of shape os, {h, w}. cuDNN pads both sides alike:
+  // by the larger of the padding before and the padding the output needs after; where that is
+  // more than the padding before ("same" with an odd total), the output is the window of a
+  // larger result that starts the difference later.
+  static std::array<std::int64_t, 2> padding(Anchor const& anchor, Index<D> const& os) {
+    Index<D> const& xs = anchor.x.shape();
+    Window2d const& win = anchor.win;
+    auto both_sides = [](std::int64_t out_len, std::int64_t in_len, std::int64_t k, std::int64_t s, std::int64_t d,
+                         std::int64_t before) {
+      return std::max(before, (out_len - 1) * s + d * (k - 1) + 1 - in_len - before);
+    };
+    return {both_sides(os[D - 2], xs[D - 2], win.kh, win.sh, win.dh, win.ph),
+            both_sides(os[D - 1], xs[D - 1], win.kw, win.sw, win.dw, win.pw)};
+  }
+  static auto packed(auto const& t) { return t.is_contiguous() ? t : t.clone(); }
+
+  // Writes conv2d(x, w) into out (the anchor's shape); false where cuDNN cannot write out itself
+  // (another element type, or not contiguous: run_contraction then stores the result first).
   template <class OutT, auto E>
-  static bool run(Conv2d<X, W> const& anchor, BasicTensor<OutT, E, Cuda>& out) {
-    using T = canonical_t<typename Conv2d<X, W>::value_type>;
-    constexpr int D = rank_of<E>;
+  static bool run(Anchor const& anchor, BasicTensor<OutT, E, Cuda>& out) {
     if constexpr (!std::is_same_v<OutT, T>) {
       return false;
     } else {
@@ -275,26 +385,13 @@ struct AnchorEngine<Conv2d<X, W>> {
                                             solder::cuda::stream()));
         return contiguous;
       }
-      // cuDNN pads both sides alike: by the larger of the padding before and the padding the
-      // output needs after; where that is more than the padding before ("same" with an odd
-      // total), the output is the window of a larger result that starts the difference later,
-      // copied out (into any layout).
       Window2d const& win = anchor.win;
-      auto padding = [](std::int64_t out_len, std::int64_t in_len, std::int64_t k, std::int64_t s, std::int64_t d,
-                        std::int64_t before) {
-        return std::max(before, (out_len - 1) * s + d * (k - 1) + 1 - in_len - before);
-      };
-      std::int64_t const ph = padding(os[D - 2], xs[D - 2], win.kh, win.sh, win.dh, win.ph);
-      std::int64_t const pw = padding(os[D - 1], xs[D - 1], win.kw, win.sw, win.dw, win.pw);
-      bool const window = ph != win.ph || pw != win.pw;
+      auto const [ph, pw] = padding(anchor, os);
+      bool const window = ph != win.ph || pw != win.pw;  // copied out (into any layout)
       if (!window && !contiguous) return false;
-      auto packed = [](auto const& t) { return t.is_contiguous() ? t : t.clone(); };
       auto const x = packed(in_memory(anchor.x));
       auto const w = packed(in_memory(anchor.w));
-      if (!window) {
-        dnn_convolution<T>(x, w, out, win, ph, pw, anchor.groups);
-        return true;
-      }
+      if (!window) return dnn_convolution<T>(x, w, out, win, ph, pw, anchor.groups);
       Index<D> larger = os;
       larger[D - 2] = (xs[D - 2] + 2 * ph - win.dh * (win.kh - 1) - 1) / win.sh + 1;
       larger[D - 1] = (xs[D - 1] + 2 * pw - win.dw * (win.kw - 1) - 1) / win.sw + 1;
@@ -304,6 +401,38 @@ struct AnchorEngine<Conv2d<X, W>> {
           solder::narrow(solder::narrow(full, D - 2, ph - win.ph, os[D - 2]), D - 1, pw - win.pw, os[D - 1]), os);
       launch(out, copy, Lines<D>{});
       return true;
+    }
+  }
+
+  // Writes the kernel rooted at `root`, the convolution with a rest that cuDNN's fused call
+  // computes (dnn_epilogue, epilogue.hpp), into out in that one call; false, out left to be
+  // written, where out is not contiguous of the convolution's type and shape (a broadcast rest),
+  // cuDNN would pad more than the convolution does ("same" with an odd total), there are no
+  // input channels, the added tensors are not a bias and a residual (dnn_operands), or cuDNN
+  // does not take the call: run_contraction then stores the convolution first.
+  template <class N, class OutT, auto E>
+  static bool run_fused(N const& root, Anchor const& anchor, BasicTensor<OutT, E, Cuda>& out) {
+    if constexpr (!std::is_same_v<OutT, T>) {
+      return false;
+    } else {
+      Index<D> const& os = out.shape();
+      Window2d const& win = anchor.win;
+      auto const [ph, pw] = padding(anchor, os);
+      if (!out.is_contiguous() || !same_index<D>(anchor.shape(), os) || ph != win.ph || pw != win.pw ||
+          anchor.x.shape()[D - 3] == 0)
+        return false;
+      using Ep = dnn_epilogue<N>;
+      ConvEpilogue<T> ep{Ep::relu, static_cast<typename dnn_type<T>::Scale>(Ep::scale(root))};
+      if (!dnn_operands(root, out, ep)) return false;
+      std::shared_ptr<T> zeros;  // no bias in the expression: the call takes one all the same
+      if (!ep.bias) {
+        zeros = cuda_allocate<T>(os[D - 3]);
+        SOLDER_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, static_cast<std::size_t>(os[D - 3]) * sizeof(T),
+                                          solder::cuda::stream()));
+        ep.bias = zeros.get();
+      }
+      return dnn_convolution<T>(packed(in_memory(anchor.x)), packed(in_memory(anchor.w)), out, win, ph, pw,
+                                anchor.groups, &ep);
     }
   }
 };
@@ -321,6 +450,10 @@ struct AnchorEngine<Conv2d<X, W>> {
                 "cuDNN beside the CUDA Toolkit, or compute it on sd::Host tensors");
   template <class OutTensor>
   static bool run(Conv2d<X, W> const&, OutTensor&) {
+    return false;
+  }
+  template <class N, class OutTensor>
+  static bool run_fused(N const&, Conv2d<X, W> const&, OutTensor&) {
     return false;
   }
 };

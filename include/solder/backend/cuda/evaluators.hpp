@@ -414,6 +414,37 @@ __device__ SOLDER_INLINE Ev sharing_leaves(Ev const& ev) {
   return c;
 }
 
+// p, a pointer into the tensor at base, as a value the compiler cannot see through (an empty
+// asm hides its offset), so that the loops over a line keep p itself: 2 registers. Without it
+// NVVM computed each input's line start again in front of each loop of lines_kernel's line (the
+// vector walk, then its scalar rest), as base + dot(index, strides), so the line's index and
+// every stride stayed live across the vector loop: relu(x * scale + shift + residual), four
+// inputs of rank 4, spilled past the kernel's 64 registers on sm_90. The offset is hidden, not
+// the pointer: derived from base (a kernel argument), p is still known to be global (LDG, not
+// generic loads); and in bytes, so that a loop steps p in one instruction, not three. (Not in
+// the static-length variant, whose line is one loop: pinned, its rms_norm of a * b + c * d
+// spilled on sm_90.)
+template <class T>
+__device__ SOLDER_INLINE T* pin_line(T* base, T* p) {
+  using Byte = std::conditional_t<std::is_const_v<T>, char const, char>;
+  std::int64_t bytes = reinterpret_cast<Byte*>(p) - reinterpret_cast<Byte*>(base);
+  asm("" : "+l"(bytes));
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base) + bytes);
+}
+// pin_line for the line start of every input that ev's own loop reads (after begin_line).
+template <class Ev>
+__device__ SOLDER_INLINE void pin_lines(Ev& ev);
+template <class Ev, std::size_t... I>
+__device__ SOLDER_INLINE void pin_lines_in(Ev& ev, std::index_sequence<I...>) {
+  (pin_lines(std::get<I>(ev.c)), ...);
+}
+template <class Ev>
+__device__ SOLDER_INLINE void pin_lines(Ev& ev) {
+  if constexpr (requires { typename Ev::Seq; }) pin_lines_in(ev, typename Ev::Seq{});
+  else if constexpr (requires { ev.lp; }) ev.lp = pin_line(ev.base, ev.lp);
+  else if constexpr (requires { ev.ev; }) pin_lines(ev.ev);  // a record's input
+}
+
 // ev.prepare(p) in a kernel whose reductions all fold one run of L values, a warp each (L > 0,
 // lines_kernel's static-length variant): each fold's bounds are then compile-time constants.
 // (The shared evaluators' prepare knows no L, so this walks them itself; defined below.)

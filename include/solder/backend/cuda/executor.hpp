@@ -164,6 +164,10 @@ __global__ void __launch_bounds__(block_threads, 4)
     if (L > 0 || contiguous) {
       ev.begin_line(idx);
       OutT* op = out + dot<D>(idx, ost);
+      if constexpr (L == 0) {  // two loops over the line, the vector walk and its scalar rest
+        pin_lines(ev);
+        op = pin_line(out, op);
+      }
       bool vec = n <= max_run && aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
       write_run<steps_in_flight<Ev>, std::int32_t, std::int64_t, S>(ev, op, n, rank, g, vec);
     } else {
@@ -590,12 +594,13 @@ template <>
 struct device_rules<Cuda> {
   static constexpr bool may_split = true;
   static constexpr bool fuses_prologue = false;  // contractions read their operands from memory
-  // cuBLASLt's own epilogues (epilogue.hpp); any other rest runs after the anchor, as an
-  // element-wise kernel that reads it (backend/cuda/contract.hpp). The other anchors' engines
-  // (cuDNN, solder's pool, embedding and attention kernels) take no epilogue.
+  // cuBLASLt's own epilogues and cuDNN's fused bias, residual and activation (epilogue.hpp);
+  // any other rest runs after the anchor, as an element-wise kernel that reads it
+  // (backend/cuda/contract.hpp). The other anchors' engines (solder's pool, embedding and
+  // attention kernels) take no epilogue.
   template <class N>
   static constexpr bool fuses_epilogue() {
-    return N::kind == NodeKind::contract || cuda::lt_epilogue<N>::value;
+    return N::kind == NodeKind::contract || cuda::lt_epilogue<N>::value || cuda::dnn_epilogue<N>::value;
   }
   // Why the anchor of the kernel rooted at `root` is a kernel of its own (explain).
   template <class N>
@@ -606,7 +611,7 @@ struct device_rules<Cuda> {
         why = "the element-wise rest runs after the product: cuBLAS does not take this epilogue";
       else
         why = "the element-wise rest runs after " + std::string(anchor.name()) +
-              ", which is stored first: its engine on the GPU takes no epilogue";
+              ", which is stored first: its engine on the GPU does not take this epilogue";
     });
     return why;
   }
