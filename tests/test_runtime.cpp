@@ -1,15 +1,24 @@
 // The runtime (runtime/): sd::compile's signatures, recompiles and their limit, the generic
 // specialization, the stance, mark_dynamic, padding to buckets, modules, the eager backend,
-// fullgraph at run time, the logs, and 8 threads calling one compiled function at once.
+// fullgraph at run time and user breaks, the logs, 8 threads calling one compiled function at
+// once, sd::explain and explain_dot of a call, traces (sd::trace, SOLDER_TRACE), sd::compare.
 #include <solder/solder.hpp>
 #include <solder/nn/models/mlp.hpp>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <latch>
+#include <limits>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -241,23 +250,33 @@ TEST_CASE("a compiled module: the module's result; the eager backend: the same, 
   CHECK(sd::to_vector(compiled(x)) == sd::to_vector(after));
 }
 
-TEST_CASE("fullgraph at run time: a block before the result, or a result of several kernels, throws", "[runtime][nn]") {
+TEST_CASE("fullgraph at run time: user breaks are allowed, a break the planner makes throws", "[runtime][nn]") {
+  // A Sequential materializes each block (nn::materialize): user breaks.
   sd::nn::Sequential<sd::nn::Linear, sd::nn::ReLU, sd::nn::Linear> net{{16, 32}, {}, {32, 4}};
   sd::Tensor<float, 2> const x = sd::rand<float>(sd::shape(8, 16), -1.f, 1.f);
   auto full = sd::compile(net, {.fullgraph = true, .name = "mlp"});
-  for (int i = 0; i < 2; ++i)  // every call, not just the first
-    CHECK_THROWS_WITH(full(x), Catch::StartsWith("solder: mlp: fullgraph: the forward materializes a block before "
-                                                 "its result (a run-time graph break): block 0, kernel 0: "
-                                                 "contraction kernel"));
-  sd::nn::Linear lin{16, 4};
-  auto one = sd::compile(lin, {.fullgraph = true});
-  CHECK(sd::to_vector(one(x)) == sd::to_vector(sd::Tensor<float, 2>(lin(x))));
+  CHECK(sd::to_vector(full(x)) == sd::to_vector(sd::Tensor<float, 2>(net(x))));
+  CHECK(full.specializations()[0].plan.starts_with("2 kernels in 2 blocks"));
 
+  // The planner's break in the result's block, or in a block before it
   auto centred = sd::compile([](Vec const& v) { return v - sd::sum(v); }, {.fullgraph = true, .name = "centred"});
-  CHECK_THROWS_WITH(centred(Vec(sd::ones<float>(4))),
-                    Catch::StartsWith("solder: centred: fullgraph: the result is 2 kernels, not one: kernel 0: "
-                                      "materialized because"));
-  auto fused = sd::compile([](Vec const& v) { return sd::relu(v * 2.f - 1.f); }, sd::fullgraph);
+  for (int i = 0; i < 2; ++i)  // every call until one passes, not just the first
+    CHECK_THROWS_WITH(centred(Vec(sd::ones<float>(4))),
+                      Catch::StartsWith("solder: centred: fullgraph: block 0 is 2 kernels, not one (a graph break the "
+                                        "planner made): kernel 0: materialized because sum result (rank 0) is "
+                                        "broadcast into a kernel of rank 1; sd::materialize on the part"));
+  auto inner = sd::compile([](Vec const& v) { return sd::materialize(v - sd::sum(v)) * 2.f; },
+                           {.fullgraph = true, .name = "inner"});
+  CHECK_THROWS_WITH(inner(Vec(sd::ones<float>(4))),
+                    Catch::StartsWith("solder: inner: fullgraph: block 0 is 2 kernels, not one"));
+
+  // ... made a user break by sd::materialize: allowed
+  auto cut = sd::compile([](Vec const& v) { return v - sd::materialize(sd::sum(v)); },
+                         {.fullgraph = true, .name = "cut"});
+  Vec const v = sd::from_vector<float>({1, 2, 3, 6}, sd::shape(4));
+  CHECK(sd::to_vector(cut(v)) == std::vector<float>{-11, -10, -9, -6});
+  CHECK(cut.specializations()[0].plan.starts_with("2 kernels in 2 blocks"));
+  auto fused = sd::compile([](Vec const& w) { return sd::relu(w * 2.f - 1.f); }, sd::fullgraph);
   CHECK(fused(Vec(sd::ones<float>(4)))(0) == 1.f);
 }
 
@@ -373,4 +392,219 @@ TEST_CASE("logs: perf_hints name what a user can change; output_code lists the k
   CHECK(has("[solder:perf_hints] columns: block 0, kernel 0", "too little to be worth a kernel of its own"));
   CHECK(has("[solder:perf_hints] columns: block 0, kernel 2", "the innermost extent 33 is not a multiple of 16"));
   CHECK(has("[solder:output_code] block 0, kernel 2: element-wise kernel over [64, 33] float32", ""));
+}
+
+namespace {
+
+bool contains(std::string const& text, std::string const& part) { return text.find(part) != std::string::npos; }
+
+using Mlp = sd::nn::Sequential<sd::nn::Linear, sd::nn::ReLU, sd::nn::Linear>;
+
+}  // namespace
+
+TEST_CASE("explain(compiled, args...): the call's blocks, breaks, recompiles and workspace", "[runtime][nn]") {
+  Mlp net{{16, 32}, {}, {32, 4}};
+  auto compiled = sd::compile(net, {.mode = sd::Mode::reduce_overhead, .name = "mlp"});
+  sd::Tensor<float, 2> const x = sd::rand<float>(sd::shape(8, 16), -1.f, 1.f);
+  compiled(x);
+  compiled(x);
+  compiled(sd::Tensor<float, 2>(sd::rand<float>(sd::shape(2, 16))));
+  auto const before = compiled.stats();
+  std::string const text = sd::explain(compiled, x);
+  INFO(text);
+  CHECK(text.starts_with("solder call: mlp(arg0: float32[8, 16] host aligned): 2 kernels in 2 blocks, 1 user break, "
+                         "0 planner breaks\nspecialization: arg0: float32[8, 16] host aligned, 2 calls\n"
+                         "compiled: 2 specializations, 1 recompile (limit 8), workspace "));
+  CHECK(contains(text, "workspace " + sd::detail::human_bytes(static_cast<std::int64_t>(before.workspace_bytes)) +
+                           "; mode reduce_overhead, backend inductor\nfullgraph (off): allowed: user breaks only\n"));
+  CHECK(before.workspace_bytes > 0);
+  CHECK(contains(text, "\nblock 0: solder plan: 1 kernel (eager: 3)\n  kernel 0: contraction kernel"));
+  CHECK(contains(text, "  reads 2.62 KiB, writes 1 KiB\n  user break: sd::materialize stores the block's result"));
+  CHECK(contains(text, "\nblock 1: solder plan: 1 kernel"));
+  CHECK(compiled.stats().calls == before.calls);  // explain is not a call
+  CHECK(compiled.stats().specializations == before.specializations);
+
+  // a signature not seen yet; the planner's breaks, which fullgraph would refuse
+  auto centred = sd::compile([](Vec const& v) { return v - sd::sum(v); }, {.name = "centred"});
+  std::string const planned = sd::explain(centred, Vec(sd::ones<float>(4)));
+  INFO(planned);
+  CHECK(planned.starts_with("solder call: centred(arg0: float32[4] host aligned): 2 kernels in 1 block, "
+                            "0 user breaks, 1 planner break\nspecialization: none yet"));
+  CHECK(contains(planned, "compiled: 0 specializations, 0 recompiles (limit 8), workspace 0 B; mode standard"));
+  CHECK(contains(planned, "fullgraph (off): would refuse: block 0 is 2 kernels, not one"));
+  CHECK(contains(planned, "  break: materialized because sum result (rank 0) is broadcast"));
+  auto full = sd::compile([](Vec const& v) { return v - sd::sum(v); }, {.fullgraph = true});
+  CHECK(contains(sd::explain(full, Vec(sd::ones<float>(4))), "fullgraph (on): refused: block 0"));
+}
+
+TEST_CASE("explain_dot(compiled, args...): a cluster per block, a node per kernel", "[runtime][nn]") {
+  Mlp net{{16, 32}, {}, {32, 4}};
+  auto compiled = sd::compile(net, {.name = "mlp"});
+  std::string const dot = sd::explain_dot(compiled, sd::Tensor<float, 2>(sd::rand<float>(sd::shape(8, 16))));
+  INFO(dot);
+  CHECK(dot.starts_with("digraph solder_call {\n  label=\"mlp: arg0: float32[8, 16] host aligned\";\n"));
+  CHECK(dot.ends_with("}\n"));
+  CHECK(contains(dot, "  subgraph cluster_b0 {\n    label=\"block 0\";\n"
+                      "    b0k0 [label=\"kernel 0: contraction kernel"));
+  CHECK(contains(dot, "  b0k0 -> b1k0 [lhead=cluster_b1, style=dashed, label=\"user break\"];\n"));
+  // Well formed: braces balance, every line's quotes pair up.
+  CHECK(std::count(dot.begin(), dot.end(), '{') == std::count(dot.begin(), dot.end(), '}'));
+  std::istringstream lines(dot);
+  for (std::string line; std::getline(lines, line);) {
+    int quotes = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) quotes += line[i] == '"' && (i == 0 || line[i - 1] != '\\');
+    CHECK(quotes % 2 == 0);
+  }
+
+  // a kernel that reads another's result: an edge between them
+  auto columns = sd::compile([](sd::Tensor<float, 2> const& m) { return sd::softmax(m, 0); });
+  std::string const split = sd::explain_dot(columns, sd::Tensor<float, 2>(sd::rand<float>({64, 33})));
+  INFO(split);
+  CHECK(contains(split, "  b0k0 -> b0k1;\n"));
+  CHECK(contains(split, "\\nbreak: "));
+}
+
+namespace {
+
+// The "ph": "X" events of a trace file, by category.
+std::map<std::string, std::vector<sd::io::json::Value>> trace_events(std::filesystem::path const& path) {
+  std::ifstream in(path);
+  std::string const text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto const trace = sd::io::json::parse(text, path.string(), 16);
+  std::map<std::string, std::vector<sd::io::json::Value>> events;
+  for (auto const& e : *trace.find("traceEvents")->array()) {
+    REQUIRE(e.find("ph")->string());
+    if (*e.find("ph")->string() != "X") continue;
+    for (char const* field : {"ts", "dur", "pid", "tid"}) CHECK(e.find(field)->is_number());
+    events[*e.find("cat")->string()].push_back(e);
+  }
+  return events;
+}
+
+std::filesystem::path trace_path(std::string const& name) {
+  auto const dir = std::filesystem::path(SOLDER_TESTS_BINARY_DIR) / "runtime-trace";
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir / name);
+  return dir / name;
+}
+
+}  // namespace
+
+TEST_CASE("sd::trace: a Chrome trace with an event per kernel that ran, per block and for the call", "[runtime]") {
+  Mlp net{{16, 32}, {}, {32, 4}};
+  auto compiled = sd::compile(net, {.name = "mlp"});
+  sd::Tensor<float, 2> const x = sd::rand<float>(sd::shape(8, 16), -1.f, 1.f);
+  compiled(x);
+  auto const path = trace_path("mlp.json");
+  auto const k0 = sd::detail::kernels_run();
+  sd::Tensor<float, 2> const y = sd::trace(path.string(), [&] { return compiled(x); });
+  auto const ran = sd::detail::kernels_run() - k0;
+  CHECK(y.shape() == sd::Index<2>{8, 4});
+  auto events = trace_events(path);
+  REQUIRE(events["kernel"].size() == ran);
+  CHECK(events["block"].size() == 2);
+  REQUIRE(events["call"].size() == 1);
+  CHECK(*events["call"][0].find("name")->string() == "sd::trace");
+  auto const& first = events["kernel"][0];
+  CHECK(*first.find("name")->string() == "contraction kernel: relu [8, 32]");
+  CHECK(*first.find("args")->find("shape")->string() == "[8, 32]");
+  CHECK(*first.find("args")->find("dtype")->string() == "float32");
+  CHECK(*events["block"][1].find("name")->string() == "block 1");
+
+  // a kernel whose input is a break: the break's kernel runs (and is traced) inside it
+  sd::Tensor<float, 1> const v = sd::rand<float>({100});
+  auto const k1 = sd::detail::kernels_run();
+  sd::trace(path.string(), [&] { return sd::Tensor<float, 1>(v - sd::sum(v)); });
+  CHECK(sd::detail::kernels_run() - k1 == 2);
+  events = trace_events(path);  // both calls, each a track of its own
+  CHECK(events["call"].size() == 2);
+  CHECK(events["kernel"].size() == ran + 2);
+  CHECK(*events["kernel"].back().find("name")->string() == "element-wise kernel: sub [100]");
+
+  // an unwritable path: a warning on stderr, not an error in the call
+  std::fflush(stderr);
+  int const saved = dup(2);
+  auto const err = trace_path("stderr.txt");
+  FILE* file = std::fopen(err.c_str(), "w");
+  dup2(fileno(file), 2);
+  auto const z = sd::trace("/nonexistent-dir/trace.json", [&] { return compiled(x); });
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fclose(file);
+  CHECK(z.shape() == sd::Index<2>{8, 4});
+  std::ifstream warning(err);
+  std::string line;
+  std::getline(warning, line);
+  CHECK(line.starts_with("[solder:trace] /nonexistent-dir/trace.json: the trace is not written: "));
+}
+
+TEST_CASE("SOLDER_TRACE: the first call of a compiled callable, from any of the threads calling it",
+          "[runtime][threads]") {
+  auto const path = trace_path("first-call.json");
+  ::setenv("SOLDER_TRACE", path.c_str(), 1);
+  auto f = sd::compile([](Vec const& v) { return sd::relu(v * 2.f - 1.f); }, {.name = "f"});
+  ::unsetenv("SOLDER_TRACE");
+  CHECK(f.options().trace == path.string());
+  constexpr int threads = 4;
+  std::latch start(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      Vec const v = sd::ones<float>(10 + t);
+      start.arrive_and_wait();
+      for (int i = 0; i < 3; ++i) f(v);
+    });
+  for (auto& th : pool) th.join();
+  auto events = trace_events(path);
+  REQUIRE(events["call"].size() == 1);
+  CHECK(events["call"][0].find("name")->string()->starts_with("f: arg0: float32[1"));
+  CHECK(events["kernel"].size() == 1);
+  CHECK(events["block"].size() == 1);
+}
+
+TEST_CASE("sd::compare: the largest difference per output; compiled against its eager backend", "[runtime][nn]") {
+  Mlp net{{16, 32}, {}, {32, 4}};
+  sd::Tensor<float, 2> const x = sd::rand<float>(sd::shape(8, 16), -1.f, 1.f);
+  auto compiled = sd::compile(net);
+  auto eager = sd::compile(net, {.backend = sd::Backend::eager});
+  auto const same = sd::compare(compiled, eager, x);
+  REQUIRE(same.outputs.size() == 1);
+  CHECK(same.outputs[0].output == "output");
+  CHECK(same.outputs[0].same_shape);
+  CHECK(same.outputs[0].max_abs < 1e-5);
+  CHECK(same.outputs[0].max_rel < 1e-4);
+  CHECK(same.text().starts_with("solder compare: 1 output\n  output: [8, 4] float32: max abs "));
+
+  // an injected difference, found where it is
+  Vec const v = sd::full<float>({4}, 2.f);
+  Vec const bump = sd::from_vector<float>({0, 0, 0.5f, 0}, sd::shape(4));
+  auto shifted = [&](Vec const& w) { return w + bump; };
+  auto const d = sd::compare(sd::compile(twice()), [](Vec const& w) { return w * 2.f; }, v);
+  CHECK(d.outputs[0].max_abs == 0);
+  auto const diff = sd::compare(shifted, [](Vec const& w) { return w; }, v);
+  CHECK(diff.outputs[0].max_abs == 0.5);
+  CHECK(diff.outputs[0].max_rel == 0.25);
+  CHECK(diff.outputs[0].at == "[2]");
+  CHECK(diff.text() == "solder compare: 1 output\n  output: [4] float32: max abs 0.5, max rel 0.25 at [2]\n");
+
+  // tuples, pairs and structs of tensors; shapes that differ are reported
+  auto pair = [](Vec const& w) { return std::pair{sd::eval(w + 1.f), sd::eval(w - 1.f)}; };
+  auto other = [](Vec const& w) { return std::pair{sd::eval(w + 1.f), Vec(sd::zeros<float>(5))}; };
+  auto const pairs = sd::compare(pair, other, v);
+  REQUIRE(pairs.outputs.size() == 2);
+  CHECK(pairs.outputs[0].output == "output[0]");
+  CHECK(pairs.outputs[0].max_abs == 0);
+  CHECK_FALSE(pairs.outputs[1].same_shape);
+  CHECK(pairs.outputs[1].max_abs == std::numeric_limits<double>::infinity());
+  CHECK(contains(pairs.text(), "  output[1]: shapes differ: [4] against [5]\n"));
+  struct Two {
+    Vec a;
+    std::tuple<Vec, sd::Tensor<float, 2>> b;
+  };
+  auto two = [](Vec const& w) { return Two{w, {sd::eval(w * 3.f), sd::zeros<float>(2, 2)}}; };
+  auto const structs = sd::compare(two, two, v);
+  REQUIRE(structs.outputs.size() == 3);
+  CHECK(structs.outputs[2].output == "output[1][1]");
+  CHECK(structs.outputs[2].shape == "[2, 2]");
 }

@@ -8,7 +8,8 @@
 //             torchvision and Hugging Face are headers of their own (solder/nn/models/*.hpp),
 //             included where used: each compiles its blocks' kernels
 //   io/       safetensors files, read and written as PyTorch's
-//   runtime/  sd::compile: signatures, guards, recompiles, dynamic shapes, padding; the logs
+//   runtime/  sd::compile: signatures, guards, recompiles, dynamic shapes, padding; the logs,
+//             traces, sd::explain of a call, sd::compare
 #pragma once
 
 #include "core/config.hpp"
@@ -65,4 +66,7 @@
 
 #include "runtime/logs.hpp"
 #include "runtime/dynamic.hpp"
+#include "runtime/trace.hpp"
 #include "runtime/compile.hpp"
+#include "runtime/explain.hpp"
+#include "runtime/compare.hpp"

@@ -2,6 +2,8 @@
 // the hand-off to the executor of the tensor's device (host: OpenMP; cuda: kernels).
 #pragma once
 #include <ostream>
+#include <string>
+#include <string_view>
 
 #include "../plan/common_reductions.hpp"
 #include "eval.hpp"
@@ -9,6 +11,9 @@
 #include "host/conv.hpp"
 #include "host/attention.hpp"
 #include "host/embedding.hpp"
+#if defined(__CUDACC__)
+#include "cuda/runtime.hpp"
+#endif
 
 namespace solder::detail {
 
@@ -42,11 +47,47 @@ inline std::uint64_t& kernels_run() {
   return n;
 }
 
+// Times the kernels and blocks of a call traced on this thread (runtime/trace.hpp: SOLDER_TRACE,
+// sd::trace); null otherwise, so that an untraced kernel costs one thread-local load.
+class Tracer {
+ public:
+  virtual void start() = 0;  // a kernel or a block begins; spans nest
+  // kind: "contraction", "reduction" or "element-wise"; root: the kernel's root op (its node's
+  // name: what explain's text starts with, without the cost of naming every node).
+  virtual void stop_kernel(std::string_view kind, std::string root, std::string shape, std::string_view dtype) = 0;
+  virtual void stop_block(std::string shape, std::string_view dtype) = 0;  // its result's
+
+ protected:
+  ~Tracer() = default;
+};
+inline Tracer*& tracer() {
+  thread_local Tracer* t = nullptr;
+  return t;
+}
+
+// A traced kernel on the GPU is timed between two waits for solder's stream; none while the
+// stream is captured into a CUDA graph (a wait would end the capture): the host's time then.
+template <class Device>
+void wait_for_traced_kernel() {
+#if defined(__CUDACC__)
+  if constexpr (!std::is_same_v<Device, Host>) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    SOLDER_CUDA_CHECK(cudaStreamIsCapturing(solder::cuda::stream(), &capture));
+    if (capture == cudaStreamCaptureStatusNone) solder::cuda::synchronize();
+  }
+#endif
+}
+
 template <class OutTensor, class N>
 void run_kernel(OutTensor& out, N const& root) {
   if constexpr (rewrites_attention<N>())
     if (attention_applies(root)) return run_kernel(out, rewrite_attention(root));
   ++kernels_run();
+  Tracer* const traced = tracer();
+  if (traced) [[unlikely]] {
+    wait_for_traced_kernel<typename OutTensor::device_type>();
+    traced->start();
+  }
   MaterializedScope scope;
   if constexpr (std::is_same_v<typename OutTensor::device_type, Host>) {
     // Not in nvcc's device passes: host code never runs there, and the host executor would
@@ -60,6 +101,17 @@ void run_kernel(OutTensor& out, N const& root) {
     if constexpr (has_anchor<N>()) cuda::run_contraction(out, root);
     else cuda::run_kernel(out, root);
   }
+#if !defined(__CUDA_ARCH__)  // (host code, as above)
+  if (traced) [[unlikely]] {
+    wait_for_traced_kernel<typename OutTensor::device_type>();
+    constexpr std::string_view kind = has_anchor<N>() ? "contraction"
+                                      : N::kind == NodeKind::reduce || has_fused_reduce<N, N::rank, false>()
+                                          ? "reduction"
+                                          : "element-wise";
+    traced->stop_kernel(kind, root.name(), shape_string<N::rank>(root.shape()),
+                        dtype_name<typename OutTensor::value_type>());
+  }
+#endif
 }
 
 template <class A, class B>

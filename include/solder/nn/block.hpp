@@ -52,7 +52,8 @@ void log_block(X const& x) {
 }  // namespace detail
 
 // The value of an expression as a tensor of its own (dynamic extents: one block type for every
-// input size); a tensor is returned as it is.
+// input size); a tensor is returned as it is. Each is a block, and its boundary a *user break*:
+// sd::compile's fullgraph allows it (runtime/compile.hpp).
 template <Lazy X>
 auto materialize(X const& x) {
   if constexpr (TensorType<X>) {
@@ -62,8 +63,12 @@ auto materialize(X const& x) {
     using Result = BasicTensor<solder::detail::canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
                                typename N::device_type>;
     detail::log_block(x);
-    if (detail::eager_forward()) return Result(eager(x));
-    return Result(x);
+    solder::detail::Tracer* const traced = solder::detail::tracer();
+    if (traced) traced->start();
+    Result r = detail::eager_forward() ? Result(eager(x)) : Result(x);
+    if (traced)
+      traced->stop_block(std::string(shape_string<N::rank>(r.shape())), dtype_name<typename Result::value_type>());
+    return r;
   }
 }
 
@@ -92,7 +97,40 @@ auto run_forward(ForwardLog* log, bool eager, F const& f) {
   eager_forward() = eager;
   return f();
 }
+
+// A forward's blocks in the order they ran, each with its kernels; every block before the
+// last ends in a user break.
+inline std::string blocks_text(ForwardLog const& log) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < log.plans.size(); ++i) {
+    os << "block " << i << ": ";
+    std::istringstream lines(log.plans[i]);
+    std::string line;
+    bool first = true;
+    while (std::getline(lines, line)) {
+      os << (first ? "" : "  ") << line << "\n";
+      first = false;
+    }
+    if (i + 1 < log.plans.size())
+      os << "  user break: sd::materialize stores the block's result; the blocks after it read it from memory\n";
+  }
+  return os.str();
+}
 }  // namespace nn::detail
+
+// sd::materialize(e): an explicit graph break, torch.compiler.disable's analog on a region: e
+// is evaluated into a tensor, a block of its own (nn::materialize). fullgraph allows it, and
+// explain shows it as a user break. (An object, not a function: argument-dependent lookup in
+// solder's own namespaces must go on finding detail::materialize.)
+namespace detail {
+struct UserBreak {
+  template <Lazy X>
+  auto operator()(X const& x) const {
+    return nn::materialize(x);
+  }
+};
+}  // namespace detail
+inline constexpr detail::UserBreak materialize{};
 
 // A module's forward with one kernel per node (sd::eager(e) for every block): the baseline.
 template <nn::Module M, class... In>
@@ -110,17 +148,8 @@ std::string explain(M const& module, In const&... inputs) {
   nn::detail::run_forward(&log, false, [&] { return nn::detail::finish(module.forward(inputs...)); });
   std::ostringstream os;
   os << "solder forward: " << log.kernels << (log.kernels == 1 ? " kernel" : " kernels") << " in "
-     << log.plans.size() << (log.plans.size() == 1 ? " block" : " blocks") << "\n";
-  for (std::size_t i = 0; i < log.plans.size(); ++i) {
-    os << "block " << i << ": ";
-    std::istringstream lines(log.plans[i]);
-    std::string line;
-    bool first = true;
-    while (std::getline(lines, line)) {
-      os << (first ? "" : "  ") << line << "\n";
-      first = false;
-    }
-  }
+     << log.plans.size() << (log.plans.size() == 1 ? " block" : " blocks") << "\n"
+     << nn::detail::blocks_text(log);
   return os.str();
 }
 

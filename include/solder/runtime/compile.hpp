@@ -11,13 +11,15 @@
 // calls on CUDA tensors as CUDA graphs (runtime/cuda_graph.hpp); max_autotune
 // times the GEMM engine's configurations of every product shape on first use (on CUDA tensors,
 // cuBLASLt's and cuDNN's algorithms) and keeps the fastest, in a cache file a later process
-// loads (runtime/autotune.hpp).
+// loads (runtime/autotune.hpp). A callable's first call is traced into .trace ($SOLDER_TRACE;
+// runtime/trace.hpp); sd::explain(compiled, args...) shows a whole call (runtime/explain.hpp).
 #pragma once
 #include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -37,6 +39,7 @@
 #include "cuda_graph.hpp"
 #include "dynamic.hpp"
 #include "logs.hpp"
+#include "trace.hpp"
 #include "workspace.hpp"
 
 namespace solder {
@@ -57,15 +60,19 @@ struct Options {
   // unset: one specialization per signature; true: one generic specialization from the start;
   // false: static specializations only, and past recompile_limit a new signature throws.
   std::optional<bool> dynamic{};
-  // A break is an error: the call throws when the forward materializes a block before its
-  // result or its result is more than one kernel (checked on a signature's first call). For a
-  // compile-time error where the callable returns an expression, pass sd::fullgraph.
+  // A break the planner makes is an error: the call throws when a block of the forward is more
+  // than one kernel (checked on a signature's first call). The blocks themselves, cut by
+  // sd::materialize or nn::materialize, are user breaks: allowed. For a compile-time error where
+  // the callable returns an expression, pass sd::fullgraph.
   bool fullgraph = false;
   int recompile_limit = 8;  // static specializations before the generic one
   Backend backend = Backend::inductor;
   std::string name{};  // in logs and errors; default "compiled#<n>"
   // max_autotune's tuner: default the process's, whose choices persist under SOLDER_CACHE_DIR.
   runtime::Autotuner* tuner = nullptr;
+  // A file (Chrome trace, runtime/trace.hpp) that the callable's first call is traced into;
+  // default $SOLDER_TRACE as it is when the callable is compiled.
+  std::string trace{};
 };
 
 // sd::compile(f, sd::fullgraph, {...}): .fullgraph, and a callable that returns an expression of
@@ -279,6 +286,21 @@ inline std::string first_kernel(std::string const& plan) {
   return at == std::string::npos ? plan.substr(0, plan.find('\n')) : plan.substr(at + 1, plan.find('\n', at + 1) - at - 1);
 }
 
+// The first graph break the planner made in a forward, or "" when each block is one kernel.
+// fullgraph refuses it; the boundaries between blocks are user breaks (sd::materialize), which
+// it allows: where a forward is cut is its author's choice, as torch.compiler.disable is.
+inline std::string planner_break(nn::detail::ForwardLog const& log) {
+  for (std::size_t b = 0; b < log.blocks.size(); ++b) {
+    if (log.blocks[b].size() <= 1) continue;
+    auto const found = plan_breaks(log.plans[b]);
+    return "block " + std::to_string(b) + " is " + std::to_string(log.blocks[b].size()) +
+           " kernels, not one (a graph break the planner made): " +
+           (found.empty() ? first_kernel(log.plans[b]) : found.front()) +
+           "; sd::materialize on the part it materializes would make it a user break";
+  }
+  return "";
+}
+
 struct Specialization {
   std::string_view signature;  // its key in the cache
   std::atomic<std::uint64_t> calls{0};
@@ -306,6 +328,10 @@ struct Specialization {
     workspace_bytes = std::max(workspace_bytes, w->bytes());
     idle_workspaces.push_back(std::move(w));
   }
+  SpecializationInfo info() const {
+    return {signature_text(signature), calls.load(std::memory_order_relaxed),
+            ready.load(std::memory_order_acquire) ? plan : std::string()};
+  }
   template <class Pool>
   Pool& graph_pool(std::string const& name) {
     std::lock_guard lock(workspaces_mutex);
@@ -322,15 +348,30 @@ class CompileCache {
     if (options_.name.empty()) options_.name = "compiled#" + std::to_string(++counter);
     check(options_.recompile_limit >= 1, "compile: ", options_.name, ": recompile_limit must be at least 1, got ",
           options_.recompile_limit);
+    if (char const* path = std::getenv("SOLDER_TRACE"); path && options_.trace.empty()) options_.trace = path;
+    trace_pending_ = !options_.trace.empty();
   }
 
   Options const& options() const { return options_; }
   bool generic() const { return generic_.load(std::memory_order_acquire); }
+  // Whether this call is the one to trace (the callable's first, on a first call's path).
+  bool take_trace() { return trace_pending_.load(std::memory_order_relaxed) && trace_pending_.exchange(false); }
 
   Specialization* find(std::string_view key) {
     std::shared_lock lock(mutex_);
     auto it = cache_.find(key);
     return it == cache_.end() ? nullptr : &it->second;
+  }
+  // The specialization that serves a call's signature: its own, or the generic one past the
+  // switch (`sig` is then made generic); null when the call would be new.
+  template <class Sig>
+  Specialization* lookup(Sig& sig) {
+    Specialization* s = find(sig.key());
+    if (!s && generic()) {
+      make_generic(sig.guards);
+      s = find(sig.key());
+    }
+    return s;
   }
 
   // A signature that find() missed: another thread's insertion, the generic specialization, or
@@ -384,7 +425,7 @@ class CompileCache {
   }
 
   // A signature's first call ran with `blocks` logged: its plan, the fusion and graph_breaks
-  // logs, and fullgraph's verdict (sd::Error).
+  // logs, and fullgraph's verdict (sd::Error: planner_break).
   void first_call(Specialization& s, nn::detail::ForwardLog const& blocks) const {
     std::string const& name = options_.name;
     std::string plan = std::to_string(blocks.kernels) + (blocks.kernels == 1 ? " kernel in " : " kernels in ") +
@@ -395,7 +436,8 @@ class CompileCache {
       std::istringstream lines(blocks.plans[b]);
       for (std::string line; std::getline(lines, line);) plan += block + ": " + line + "\n";
       if (b + 1 < blocks.plans.size())
-        breaks += name + ": " + block + " is materialized before the result: the next block reads it from memory\n";
+        breaks += name + ": " + block + " is materialized before the result, a user break (sd::materialize): the " +
+                  "blocks after it read it from memory\n";
       for (auto const& brk : plan_breaks(blocks.plans[b])) breaks += name + ": " + block + ", " + brk + "\n";
     }
     if (log_enabled(Log::fusion)) {
@@ -408,14 +450,8 @@ class CompileCache {
     write_log(Log::graph_breaks, breaks);
     write_log(Log::perf_hints, perf_hints(blocks));
     if (log_enabled(Log::output_code)) write_log(Log::output_code, output_code(blocks));
-    if (options_.fullgraph && blocks.plans.size() > 1)
-      fail(name, ": fullgraph: the forward materializes a block before its result (a run-time graph break): "
-                 "block 0, ", first_kernel(blocks.plans[0]));
-    if (options_.fullgraph && blocks.kernels > 1) {
-      auto const found = plan_breaks(blocks.plans.back());
-      fail(name, ": fullgraph: the result is ", blocks.kernels, " kernels, not one: ",
-           found.empty() ? first_kernel(blocks.plans.back()) : found.front());
-    }
+    if (options_.fullgraph)
+      if (std::string const why = planner_break(blocks); !why.empty()) fail(name, ": fullgraph: ", why);
     s.plan = std::move(plan);
   }
 
@@ -481,9 +517,7 @@ class CompileCache {
   std::vector<SpecializationInfo> specializations() const {
     std::shared_lock lock(mutex_);
     std::vector<SpecializationInfo> out;
-    for (auto const& [key, s] : cache_)
-      out.push_back({signature_text(key), s.calls.load(std::memory_order_relaxed),
-                     s.ready.load(std::memory_order_acquire) ? s.plan : std::string()});
+    for (auto const& [key, s] : cache_) out.push_back(s.info());
     return out;
   }
 
@@ -493,6 +527,7 @@ class CompileCache {
   mutable std::map<std::string, Specialization, std::less<>> cache_;  // signature bytes -> specialization
   Specialization const* last_ = nullptr;  // the newest: guards report against it
   std::atomic<bool> generic_;
+  std::atomic<bool> trace_pending_;
   int static_count_ = 0;
   std::uint64_t recompiles_ = 0;
   std::chrono::nanoseconds recompile_time_{0};
@@ -513,6 +548,21 @@ decltype(auto) call_forward(F const& f, A const&... a) {
 
 }  // namespace detail
 
+template <class F, bool StaticFullgraph>
+class Compiled;
+
+namespace detail {
+// A call planned without being made (sd::explain's): the forward run outside the cache with its
+// blocks logged, the call's signature, and the specialization that serves it, if any.
+struct CallPlan {
+  nn::detail::ForwardLog blocks;
+  std::string signature;
+  std::optional<SpecializationInfo> specialization;
+};
+template <class F, bool S, class... A>
+CallPlan plan_call(Compiled<F, S> const& compiled, A const&... a);
+}  // namespace detail
+
 // What sd::compile returns: call it as the callable. Copies share the cache.
 template <class F, bool StaticFullgraph>
 class Compiled {
@@ -528,31 +578,10 @@ class Compiled {
                                           "of more than one kernel (a break: sd::explain(e) names it)");
     auto& c = *cache_;
     auto sig = detail::signature(c.options().dynamic == true, a...);
-    detail::Specialization* s = c.find(sig.key());
-    if (!s && c.generic()) {
-      detail::make_generic(sig.guards);
-      s = c.find(sig.key());
-    }
+    detail::Specialization* s = c.lookup(sig);
     if (!s) s = c.add(sig.key());
     s->calls.fetch_add(1, std::memory_order_relaxed);
-    if (!s->ready.load(std::memory_order_acquire)) {
-      std::lock_guard lock(s->first_call);
-      if (!s->ready.load(std::memory_order_relaxed)) {
-        if (c.captures()) {
-          nn::detail::ForwardLog blocks;
-          auto r = forward(*s, &blocks, a...);
-          if (auto* outer = nn::detail::forward_log()) {  // an sd::explain around this call
-            outer->plans.insert(outer->plans.end(), blocks.plans.begin(), blocks.plans.end());
-            outer->blocks.insert(outer->blocks.end(), blocks.blocks.begin(), blocks.blocks.end());
-            outer->kernels += blocks.kernels;
-          }
-          c.first_call(*s, blocks);
-          s->ready.store(true, std::memory_order_release);
-          return r;
-        }
-        s->ready.store(true, std::memory_order_release);
-      }
-    }
+    if (!s->ready.load(std::memory_order_acquire)) return first_call(*s, a...);
     return forward(*s, nn::detail::forward_log(), a...);
   }
 
@@ -561,6 +590,36 @@ class Compiled {
   Options const& options() const { return cache_->options(); }
 
  private:
+  template <class G, bool S, class... A>
+  friend detail::CallPlan detail::plan_call(Compiled<G, S> const&, A const&...);
+
+  // A signature's first call runs alone (others with the signature wait for it). It captures the
+  // plan when a log or fullgraph needs it (a throw leaves that to the next call), and is traced
+  // when it is the callable's first call and a trace file is set.
+  template <class... A>
+  auto first_call(detail::Specialization& s, A const&... a) const {
+    auto& c = *cache_;
+    std::lock_guard lock(s.first_call);
+    if (s.ready.load(std::memory_order_relaxed)) return forward(s, nn::detail::forward_log(), a...);
+    std::optional<detail::TracedCall> traced;  // (inside an sd::trace, that one records the call)
+    if (!detail::tracer() && c.take_trace())
+      traced.emplace(c.options().name + ": " + detail::signature_text(s.signature));
+    bool const captures = c.captures();
+    if (!captures) s.ready.store(true, std::memory_order_release);
+    nn::detail::ForwardLog blocks;
+    auto r = forward(s, captures ? &blocks : nn::detail::forward_log(), a...);
+    if (traced) traced->write(c.options().trace);
+    if (!captures) return r;
+    if (auto* outer = nn::detail::forward_log()) {  // a forward logged around this call
+      outer->plans.insert(outer->plans.end(), blocks.plans.begin(), blocks.plans.end());
+      outer->blocks.insert(outer->blocks.end(), blocks.blocks.begin(), blocks.blocks.end());
+      outer->kernels += blocks.kernels;
+    }
+    c.first_call(s, blocks);
+    s.ready.store(true, std::memory_order_release);
+    return r;
+  }
+
   // The forward in the mode's setting: a workspace or the CUDA graphs (reduce_overhead) or the
   // tuner (max_autotune) installed on this thread for the call.
   template <class... A>
@@ -598,6 +657,17 @@ class Compiled {
   F f_;
   std::shared_ptr<detail::CompileCache> cache_;
 };
+
+template <class F, bool S, class... A>
+detail::CallPlan detail::plan_call(Compiled<F, S> const& compiled, A const&... a) {
+  CallPlan p;
+  nn::detail::run_forward(&p.blocks, compiled.options().backend == Backend::eager,
+                          [&] { return nn::detail::finish(call_forward(compiled.f_, a...)); });
+  auto sig = signature(compiled.options().dynamic == true, a...);
+  p.signature = signature_text(sig.key());
+  if (Specialization const* s = compiled.cache_->lookup(sig)) p.specialization = s->info();
+  return p;
+}
 
 namespace detail {
 // An lvalue module is referenced, as torch.compile(module) wraps the module itself: weights
