@@ -24,28 +24,11 @@
 #include <utility>
 #include <vector>
 
+#include "log_capture.hpp"
+
 namespace sd = solder;
 
 namespace {
-
-// Turns logs on and collects their lines for one test; restores stderr and no logs after.
-struct LogCapture {
-  std::vector<std::string> lines;
-  explicit LogCapture(std::string_view spec) {
-    sd::set_logs(spec);
-    sd::set_log_sink([this](std::string_view line) { lines.emplace_back(line); });
-  }
-  ~LogCapture() {
-    sd::set_log_sink({});
-    sd::set_logs("");
-  }
-  std::vector<std::string> starting(std::string const& prefix) const {
-    std::vector<std::string> out;
-    for (auto const& l : lines)
-      if (l.starts_with(prefix)) out.push_back(l);
-    return out;
-  }
-};
 
 struct StanceScope {
   sd::Stance before;

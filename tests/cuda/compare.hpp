@@ -6,6 +6,7 @@
 #include <solder/solder.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -76,6 +77,21 @@ void close(A const& device, B const& host, M const& magnitude, double rel) {
 template <class F, class... H>
 void same_on_both(F const& f, H const&... host) {
   same_bits(sd::eval(f(host.template to<sd::Cuda>()...)), sd::eval(f(host...)));
+}
+
+// Evaluates e, checking that `kernels` kernels run (kernel_count's, where no run-time break).
+template <class E>
+auto counted(E const& e, int kernels) {
+  auto const before = sd::detail::kernels_run();
+  auto r = sd::eval(e);
+  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(kernels));
+  return r;
+}
+
+// Host values in [-1, 1] of the given sizes.
+template <class T, class... S>
+auto host_rand(S... sizes) {
+  return sd::rand<T>(sd::shape(sizes...), T(-1), T(1));
 }
 
 }  // namespace gpu_test

@@ -28,20 +28,6 @@ namespace {
 template <class T>
 constexpr double eps = std::numeric_limits<T>::epsilon();
 
-// Evaluates e, checking that `kernels` kernels run (kernel_count's, where no run-time break).
-template <class E>
-auto counted(E const& e, int kernels) {
-  auto const before = sd::detail::kernels_run();
-  auto r = sd::eval(e);
-  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(kernels));
-  return r;
-}
-
-template <class T, class... S>
-auto host_rand(S... sizes) {
-  return sd::rand<T>(sd::shape(sizes...), T(-1), T(1));
-}
-
 // f(q, k, v, mask...) of the device copies against f of the host tensors, one kernel, within the
 // bound above (E: the head dim, S: the keys).
 template <class F, class... H>

@@ -27,19 +27,14 @@ constexpr double eps = std::numeric_limits<float>::epsilon();
 template <int R>
 using Device = sd::Tensor<float, R, sd::Cuda>;
 
-template <class... S>
-auto host_rand(S... sizes) {
-  return sd::rand<float>(sd::shape(sizes...), -1.f, 1.f);
-}
-
 // The problems of these tests: a product alone (in cuBLASLt under max_autotune), a linear layer
 // with cuBLASLt's bias and relu epilogue, and a convolution (cuDNN). The second process makes
 // the same shapes: its keys must be the first one's.
 struct Problems {
-  sd::Tensor<float, 2> a = host_rand(64, 48), b = host_rand(48, 80);
-  sd::Tensor<float, 2> x = host_rand(129, 67), w = host_rand(95, 67);
-  sd::Tensor<float, 1> bias = host_rand(95);
-  sd::Tensor<float, 4> image = host_rand(2, 8, 14, 14), filter = host_rand(16, 8, 3, 3);
+  sd::Tensor<float, 2> a = host_rand<float>(64, 48), b = host_rand<float>(48, 80);
+  sd::Tensor<float, 2> x = host_rand<float>(129, 67), w = host_rand<float>(95, 67);
+  sd::Tensor<float, 1> bias = host_rand<float>(95);
+  sd::Tensor<float, 4> image = host_rand<float>(2, 8, 14, 14), filter = host_rand<float>(16, 8, 3, 3);
 };
 
 struct Results {
@@ -211,8 +206,8 @@ TEST_CASE("max_autotune on sd::Cuda tensors: (run by the test above in a process
 
 TEST_CASE("cuBLASLt's and cuDNN's descriptors are kept per problem", "[gpu][plans]") {
   // Shapes of this test only: each first call makes a plan.
-  auto const x = host_rand(37, 29), w = host_rand(23, 29), x2 = host_rand(41, 29);
-  auto const b = host_rand(23), b2 = host_rand(23);
+  auto const x = host_rand<float>(37, 29), w = host_rand<float>(23, 29), x2 = host_rand<float>(41, 29);
+  auto const b = host_rand<float>(23), b2 = host_rand<float>(23);
   auto const dx = x.to<sd::Cuda>(), dw = w.to<sd::Cuda>(), dx2 = x2.to<sd::Cuda>();
   auto const db = b.to<sd::Cuda>(), db2 = b2.to<sd::Cuda>();
   auto mag = [&](auto const& xs, auto const& bs) { return sd::eval(sd::linear(sd::abs(xs), sd::abs(w), sd::abs(bs))); };
@@ -252,7 +247,7 @@ TEST_CASE("cuBLASLt's and cuDNN's descriptors are kept per problem", "[gpu][plan
       }
   }
   SECTION("cuDNN: a repeated convolution makes no plan and gives the same bits") {
-    auto const image = host_rand(1, 5, 9, 11), filter = host_rand(7, 5, 3, 3), image2 = host_rand(3, 5, 9, 11);
+    auto const image = host_rand<float>(1, 5, 9, 11), filter = host_rand<float>(7, 5, 3, 3), image2 = host_rand<float>(3, 5, 9, 11);
     auto const di = image.to<sd::Cuda>(), df = filter.to<sd::Cuda>(), di2 = image2.to<sd::Cuda>();
     auto const before = conv_plan_count();
     Device<4> const c1 = conv(di, df);

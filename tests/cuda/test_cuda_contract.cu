@@ -14,6 +14,9 @@
 
 #include "compare.hpp"
 
+using gpu_test::counted;
+using gpu_test::host_rand;
+
 namespace {
 
 template <class T>
@@ -46,20 +49,6 @@ void within(Dv const& device, Hv const& host, Mv const& mag, double dot, double 
 template <class T>
 double dots(std::int64_t k) {
   return static_cast<double>(k + 2) * eps<T>;
-}
-
-// Evaluates e, checking that `kernels` kernels run (kernel_count's, where no run-time break).
-template <class E>
-auto counted(E const& e, int kernels) {
-  auto const before = sd::detail::kernels_run();
-  auto r = sd::eval(e);
-  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(kernels));
-  return r;
-}
-
-template <class T, class... S>
-auto host_rand(S... sizes) {
-  return sd::rand<T>(sd::shape(sizes...), T(-1), T(1));
 }
 
 // f of the device copies against f of the host tensors, kernel_count's kernels run.

@@ -25,20 +25,6 @@ namespace {
 template <class T>
 constexpr double eps = std::numeric_limits<T>::epsilon();
 
-// Evaluates e, checking that `kernels` kernels run (kernel_count's, where no run-time break).
-template <class E>
-auto counted(E const& e, int kernels) {
-  auto const before = sd::detail::kernels_run();
-  auto r = sd::eval(e);
-  CHECK(sd::detail::kernels_run() - before == static_cast<std::uint64_t>(kernels));
-  return r;
-}
-
-template <class T, class... S>
-auto host_rand(S... sizes) {
-  return sd::rand<T>(sd::shape(sizes...), T(-1), T(1));
-}
-
 // conv2d(x, w, o) of the device copies against the host's, within cuDNN's rounding of sum |x w|:
 // one kernel, cuDNN's, into the output.
 template <class TX, class TW>

@@ -13,30 +13,13 @@
 #include <vector>
 
 #include "compare.hpp"
+#include "../log_capture.hpp"
 
 namespace {
 
 using gpu_test::close;
 using gpu_test::same_bits;
 using Matrix = sd::Tensor<float, 2, sd::Cuda>;
-
-// Turns logs on and collects their lines for one test; restores stderr and no logs after.
-struct LogCapture {
-  std::vector<std::string> lines;
-  explicit LogCapture(std::string_view spec) {
-    sd::set_logs(spec);
-    sd::set_log_sink([this](std::string_view line) { lines.emplace_back(line); });
-  }
-  ~LogCapture() {
-    sd::set_log_sink({});
-    sd::set_logs("");
-  }
-  std::size_t count(std::string const& what) const {
-    std::size_t n = 0;
-    for (auto const& l : lines) n += l.find(what) != std::string::npos;
-    return n;
-  }
-};
 
 Matrix random_matrix(std::int64_t rows, std::int64_t cols) {
   return sd::rand<float>(sd::shape(rows, cols), -1.f, 1.f).to<sd::Cuda>();
