@@ -426,3 +426,70 @@ TEST_CASE("assignments whose output aliases an input", "[plan][alias]") {
     ref::check_equal(keep, ref::map([](double u) { return double(float(u * 3)); }, Y), "writes through the rebound view");
   }
 }
+
+namespace {
+// Counts the host allocations made while it is installed (core/tensor.hpp: HostStorage).
+struct CountingStorage final : sd::detail::HostStorage {
+  std::vector<std::size_t> sizes;
+  sd::detail::HostStorage* saved = sd::detail::host_storage();
+  CountingStorage() { sd::detail::host_storage() = this; }
+  ~CountingStorage() { sd::detail::host_storage() = saved; }
+  std::shared_ptr<void> allocate(std::size_t bytes) override {
+    sizes.push_back(bytes);
+    void* p = ::operator new(bytes, std::align_val_t{64});
+    return std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t{64}); });
+  }
+};
+}  // namespace
+
+TEST_CASE("the plan: a compile-time kernel list run in order, its results in one block", "[plan][list]") {
+  auto x = ref::uniform<float>(-1, 1, 8, 16);
+  using sd::detail::kernel_list;
+  using sd::detail::Path;
+
+  // Two full reductions broadcast into [8, 16]: kernels of their own (rule 5), then the root's.
+  auto e = x * sd::sum(x) + sd::amax(x);
+  using N = sd::node_t<decltype(e)>;
+  using List = kernel_list<N>;
+  static_assert(List::size == 3 && sd::kernel_count<decltype(e)> == 3);
+  using K0 = sd::detail::type_at<0, List>::type;
+  using K1 = sd::detail::type_at<1, List>::type;
+  using K2 = sd::detail::type_at<2, List>::type;
+  static_assert(K0::node::kind == sd::NodeKind::reduce && std::is_same_v<K0::path, Path<0, 1>>);
+  static_assert(K1::node::kind == sd::NodeKind::reduce && std::is_same_v<K1::path, Path<1>>);
+  static_assert(std::is_same_v<K2::node, N> && std::is_same_v<K2::path, Path<>>);
+  // Two rank-0 float results, each on a cache line of its own.
+  CHECK(sd::detail::plan_workspace(e) == 128);
+  CHECK(contains(sd::explain(e), "\nworkspace: 128 B in one block"));
+
+  std::vector<std::size_t> sizes;
+  sd::Tensor<float, 2> y(sd::shape(8, 16));
+  auto before = sd::detail::kernels_run();
+  {
+    CountingStorage counting;
+    y = e;
+    sizes = counting.sizes;
+  }
+  CHECK(sd::detail::kernels_run() - before == 3);
+  REQUIRE(sizes.size() == 1);  // the block; y was allocated before
+  CHECK(sizes[0] == 128);
+  double sum = 0, amax = -1e30;
+  for (double v : ref::of(x).v) sum += v, amax = std::max(amax, v);
+  ref::check_close(y, ref::map([&](double u) { return u * sum + amax; }, ref::of(x)), ref::Tol{16, 1e-6},
+                   "x * sum(x) + amax(x)");
+
+  // A view of a reduction and a shared node: each planned once, in the order they are read.
+  auto s = sd::share(sd::softmax(x, -1) * 2.f);
+  auto f = sd::flatten(sd::sum(x, 1, sd::keepdim)) + sd::sum(s, 1) + sd::sum(s, 1);
+  using F = kernel_list<sd::node_t<decltype(f)>>;
+  static_assert(F::size == 3);  // the view's child, s's kernel (once), the root with sum(s, 1) fused
+  {
+    CountingStorage counting;
+    auto r = ref::run_counted(f);
+    CHECK(counting.sizes.size() == 2);  // the block and r
+    // A row of softmax(x) * 2 sums to 2.
+    Array rows = ref::reduce(ref::of(x), {1}, false, ref::fsum);
+    ref::check_close(r, ref::map([](double a) { return a + 4; }, rows), ref::Tol{64, 1e-5},
+                     "flatten(sum(x, 1)) + 2 sum(share(softmax(x) * 2), 1)");
+  }
+}

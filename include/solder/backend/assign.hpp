@@ -36,6 +36,7 @@ class MaterializedScope {
   ~MaterializedScope() {
     if (outermost_) Materialized::current() = nullptr;
   }
+  bool outermost() const { return outermost_; }
   MaterializedScope(MaterializedScope const&) = delete;
   MaterializedScope& operator=(MaterializedScope const&) = delete;
 };
@@ -112,6 +113,52 @@ void run_kernel(OutTensor& out, N const& root) {
                         dtype_name<typename OutTensor::value_type>());
   }
 #endif
+}
+
+// Runs planned kernel I into its part of the block at `offset`, and keeps its result for the
+// kernels after it (Materialized).
+template <class List, std::size_t I, class N, class Block>
+void store_planned(N const& root, Block const& block, std::size_t& offset) {
+  using K = typename type_at<I, List>::type;
+  if constexpr (stored_ahead<K>) {
+    auto store = [&](auto const& node) {
+      using Node = std::remove_cvref_t<decltype(node)>;
+      using Result = materialized_t<Node>;
+      using T = typename Result::value_type;
+      Materialized& scope = *Materialized::current();
+      std::size_t const bytes = workspace_bytes(node);
+      if (scope.find(node)) return;  // a copy of an anchor met before (the same id)
+      auto* const first = reinterpret_cast<T*>(block.get() + offset);
+      offset += bytes;
+      Result r = Result::template make_view<Node::rank>(std::shared_ptr<T>(block, first), first, node.shape(),
+                                                        contiguous_strides<Node::rank>(node.shape()));
+      run_kernel(r, node);
+      scope.add(node, r);
+    };
+    at_path(root, typename K::path{}, store);
+  }
+}
+
+// Runs the plan of an assignment of root into out (plan.hpp: kernel_list). Every kernel but the
+// last stores its result into one block, allocated once with the size the shapes give; the last
+// kernel, root's, reads them (make_eval finds them in Materialized) and writes out. Kernels the
+// plan does not hold (a run-time break's) materialize on their own as they are met.
+template <class OutTensor, class N, std::size_t... I>
+void run_plan(OutTensor& out, N const& root, std::index_sequence<I...> ahead) {
+  MaterializedScope scope;
+  if (scope.outermost()) {
+    std::size_t const bytes = plan_workspace(root, ahead);
+    auto const block = allocate<std::byte, typename OutTensor::device_type>(static_cast<std::int64_t>(bytes));
+    std::size_t offset = 0;
+    (store_planned<kernel_list<N>, I>(root, block, offset), ...);
+  }
+  run_kernel(out, root);
+}
+template <class OutTensor, class N>
+void run_plan(OutTensor& out, N const& root) {
+  constexpr std::size_t kernels = kernel_list<N>::size;
+  if constexpr (kernels == 1) run_kernel(out, root);
+  else run_plan(out, root, std::make_index_sequence<kernels - 1>{});
 }
 
 template <class A, class B>
@@ -234,11 +281,11 @@ void assign_node(Dst& dst, N const& node) {
       if (overlaps<R, false>(n, dst) || anchor_overlaps(n, dst)) {
         using T = canonical_t<typename N::value_type>;
         BasicTensor<T, dynamic_extents<R>(), Device> tmp(n.shape());
-        run_kernel(tmp, n);
+        run_plan(tmp, n);
         run_kernel(dst, Leaf<T, dynamic_extents<R>(), Device>(tmp));
         return;
       }
-      run_kernel(dst, n);
+      run_plan(dst, n);
     });
   }
 }

@@ -22,12 +22,10 @@ auto eager_node(N const& n) {
   if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar) {
     return n;
   } else if constexpr (N::kind == NodeKind::shared) {
-    using T = materialized_t<N>;
-    Materialized* scope = Materialized::current();
-    for (auto const& e : scope->entries)
-      if (e.id == n.id && e.type == type_key<T>()) return as_node(*static_cast<T const*>(e.tensor.get()));
-    T t = eager_node(*n.input).tensor;
-    scope->entries.push_back({n.id, type_key<T>(), std::make_shared<T const>(t)});
+    Materialized& scope = *Materialized::current();
+    if (auto const* t = scope.find(*n.input)) return as_node(*t);
+    materialized_t<N> t = eager_node(*n.input).tensor;
+    scope.add(*n.input, t);
     return as_node(t);
   } else if constexpr (N::kind == NodeKind::map || N::kind == NodeKind::reduce ||
                        N::kind == NodeKind::contract) {

@@ -477,15 +477,23 @@ using materialized_t = BasicTensor<canonical_t<typename N::value_type>, dynamic_
 template <class N>
 materialized_t<N> materialize(N const& n);
 
-// The reductions materialized while one assignment runs, by node id, so that a reduction read
-// by several breaks is computed once (rule 4): twice in one kernel (the mean in var's
-// (x - mean) * (x - mean)), or by several kernels of a run-time break (softmax's max, read by
-// its sum's kernel and by the output's). The outermost kernel of an assignment opens the scope
-// (MaterializedScope, assign.hpp); the kernels its breaks run share it. (Host-side code: it
-// runs where kernels are launched, never inside one.)
+// The results materialized while one assignment runs: those of its plan's kernels, stored
+// before its last kernel runs (backend/assign.hpp: run_plan), and the anchors computed on the
+// way (a run-time break's reductions), so that a node read by several breaks is computed once
+// (rule 4): twice in one kernel (the mean in var's (x - mean) * (x - mean)), or by several
+// kernels of a run-time break (softmax's max, read by its sum's kernel and by the output's). The
+// outermost kernel of an assignment opens the scope (MaterializedScope, assign.hpp); the kernels
+// its breaks run share it. (Host-side code: it runs where kernels are launched, never inside
+// one.)
+//
+// A node is found by its id where it has one (an anchor: copies of it share the id), else by its
+// address in the assignment's expression, which lives as long as the scope. Only the plan stores
+// results under an address: a node met on the way may be a temporary (the attention rewrite's),
+// whose address a later one could take.
 struct Materialized {
   struct Entry {
-    std::uint64_t id;
+    std::uint64_t id;   // 0: found by address
+    void const* node;
     void const* type;
     std::shared_ptr<void const> tensor;  // a copy of the tensor object: shares its storage
   };
@@ -494,28 +502,41 @@ struct Materialized {
     thread_local Materialized* scope = nullptr;
     return scope;
   }
+  template <class N>
+  materialized_t<N> const* find(N const& n) const {
+    for (auto const& e : entries) {
+      bool same = e.id == 0 && e.node == &n;
+      if constexpr (has_id<N>) same = e.id == n.id;
+      if (same && e.type == type_key<materialized_t<N>>())
+        return static_cast<materialized_t<N> const*>(e.tensor.get());
+    }
+    return nullptr;
+  }
+  template <class N>
+  void add(N const& n, materialized_t<N> const& t) {
+    std::uint64_t id = 0;
+    if constexpr (has_id<N>) id = n.id;
+    entries.push_back({id, &n, type_key<materialized_t<N>>(), std::make_shared<materialized_t<N> const>(t)});
+  }
 };
 
-// A break's tensor: an anchor (a reduction, a contraction, a shared node's child) already
-// materialized in this assignment is read again.
+// A break's tensor: one the plan stored, or one already materialized in this assignment, is
+// read again. Kept for the rest of the assignment: an anchor's (by id), and a shared node's
+// child's (by address: the heap object that every copy of the Shared node points to, alive as
+// long as the assignment's expression).
+template <class N>
+materialized_t<N> materialize_kept(N const& n, bool keep) {
+  Materialized* scope = Materialized::current();
+  if (scope)
+    if (auto const* t = scope->find(n)) return *t;
+  materialized_t<N> t = materialize(n);
+  if (scope && keep) scope->add(n, t);
+  return t;
+}
 template <class N>
 materialized_t<N> materialize_once(N const& n) {
-  if constexpr (N::kind == NodeKind::reduce || N::kind == NodeKind::shared ||
-                N::kind == NodeKind::contract) {
-    using T = materialized_t<N>;
-    Materialized* scope = Materialized::current();
-    if (scope)
-      for (auto const& e : scope->entries)
-        if (e.id == n.id && e.type == type_key<T>()) return *static_cast<T const*>(e.tensor.get());
-    T t = [&] {
-      if constexpr (N::kind == NodeKind::shared) return materialize(*n.input);
-      else return materialize(n);
-    }();
-    if (scope) scope->entries.push_back({n.id, type_key<T>(), std::make_shared<T const>(t)});
-    return t;
-  } else {
-    return materialize(n);
-  }
+  if constexpr (N::kind == NodeKind::shared) return materialize_kept(*n.input, true);
+  else return materialize_kept(n, has_id<N>);
 }
 
 // An operand of a contraction in memory, for the engines that read it there: a tensor as it

@@ -242,7 +242,7 @@ auto scaled_dot_product_attention(XQ const& q, XK const& k, XV const& v, XM cons
 //
 // matmul(softmax(scores, -1), v), the scores matmul(q, b) [* s | s * | / s] [+ mask]: the planner
 // runs it as scaled_dot_product_attention(q, b^T, v[, mask], {.scale}), one kernel that never
-// stores the [L, S] scores (plan.hpp: kernels_of; backend/assign.hpp: run_kernel), and explain
+// stores the [L, S] scores (plan.hpp: plan_own; backend/assign.hpp: run_kernel), and explain
 // names the rewrite. The rewrite applies where, at run time, the softmax is over the last dim
 // and the mask broadcasts to the scores without adding batch dims; elsewhere the expression runs
 // as written (more kernels, like a run-time break). A row whose scores are all -inf is NaN, as

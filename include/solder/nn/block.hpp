@@ -43,7 +43,8 @@ template <class X>
 void log_block(X const& x) {
   if (ForwardLog* log = forward_log()) {
     auto kernels = solder::detail::plan_kernels(x);
-    log->plans.push_back(solder::detail::explain_text(kernels, eager_kernel_count<node_t<X>>));
+    log->plans.push_back(solder::detail::explain_text(kernels, eager_kernel_count<node_t<X>>,
+                                                            solder::detail::workspace_of(x)));
     log->kernels += static_cast<int>(kernels.size());
     log->blocks.push_back(std::move(kernels));
   }

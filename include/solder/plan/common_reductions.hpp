@@ -78,9 +78,8 @@ constexpr bool repeats_in(types<C...>) {
 template <class Root, class N>
 constexpr bool repeats_a_reduction() {
   if constexpr (N::kind == NodeKind::shared) return false;
-  if constexpr (N::kind == NodeKind::reduce)
-    if (occurrences<N, Root>() > 1) return true;
-  return repeats_in<Root>(typename N::child_types{});
+  else if constexpr (N::kind == NodeKind::reduce && occurrences<N, Root>() > 1) return true;
+  else return repeats_in<Root>(typename N::child_types{});
 }
 
 struct SeenReduction {
@@ -97,17 +96,18 @@ struct SeenReductions {
 // reductions first, so outer ones compare them by id.
 template <class N, int Capacity>
 void unify_reductions(N& n, SeenReductions<Capacity>& seen) {
-  if constexpr (N::kind == NodeKind::shared) return;  // (its child is not copied)
-  for_each_child_mut(n, [&](auto& c) -> void { unify_reductions(c, seen); });
-  if constexpr (N::kind == NodeKind::reduce) {
-    for (int k = 0; k < seen.n; ++k) {
-      SeenReduction const& s = seen.at[static_cast<std::size_t>(k)];
-      if (s.type == type_key<N>() && same_value(*static_cast<N const*>(s.node), n)) {
-        n.id = s.id;
-        return;
+  if constexpr (N::kind != NodeKind::shared) {  // (a shared node's child is not copied)
+    for_each_child_mut(n, [&](auto& c) -> void { unify_reductions(c, seen); });
+    if constexpr (N::kind == NodeKind::reduce) {
+      for (int k = 0; k < seen.n; ++k) {
+        SeenReduction const& s = seen.at[static_cast<std::size_t>(k)];
+        if (s.type == type_key<N>() && same_value(*static_cast<N const*>(s.node), n)) {
+          n.id = s.id;
+          return;
+        }
       }
+      seen.at[static_cast<std::size_t>(seen.n++)] = {type_key<N>(), &n, n.id};
     }
-    seen.at[static_cast<std::size_t>(seen.n++)] = {type_key<N>(), &n, n.id};
   }
 }
 

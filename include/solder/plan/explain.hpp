@@ -298,10 +298,19 @@ std::vector<KernelInfo> plan_kernels(X const& e) {
   return std::move(x.kernels);
 }
 
-inline std::string explain_text(std::vector<KernelInfo> const& kernels, std::size_t eager) {
+// The bytes of the block that an assignment of e stores its planned results in (plan.hpp).
+template <Lazy X>
+std::size_t workspace_of(X const& e) {
+  return with_common_reductions(stored(as_node(e)), [](auto const& n) { return plan_workspace(n); });
+}
+
+inline std::string explain_text(std::vector<KernelInfo> const& kernels, std::size_t eager, std::size_t workspace) {
   std::ostringstream os;
   os << "solder plan: " << kernels.size() << (kernels.size() == 1 ? " kernel" : " kernels")
      << " (eager: " << eager << ")\n";
+  if (workspace > 0)
+    os << "workspace: " << human_bytes(static_cast<std::int64_t>(workspace))
+       << " in one block: the results of the kernels before the last\n";
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     auto const& k = kernels[i];
     os << "kernel " << i << ": " << k.kind << " over " << k.shape << ' ' << k.dtype << ", "
@@ -322,7 +331,7 @@ inline std::string explain_text(std::vector<KernelInfo> const& kernels, std::siz
 
 template <Lazy X>
 std::string explain(X const& e) {
-  return detail::explain_text(detail::plan_kernels(e), eager_kernel_count<node_t<X>>);
+  return detail::explain_text(detail::plan_kernels(e), eager_kernel_count<node_t<X>>, detail::workspace_of(e));
 }
 
 template <Lazy X>

@@ -35,7 +35,7 @@ void const* type_key() {
 // Rule 3: a contraction is a break everywhere but in the one kernel it anchors (has_anchor): a
 // kernel with no fused reduction and exactly one contraction of its rank on its output path
 // runs as that contraction, with the rest of the kernel as its epilogue. The walks below treat
-// every contraction as a break; the anchor's kernel is its own (kernels_of, make_eval, explain).
+// every contraction as a break; the anchor's kernel is its own (plan_own, make_eval, explain).
 template <class N, int D, bool InReduce, bool Split = false>
 constexpr bool is_break() {
   if constexpr (N::kind == NodeKind::reduce)
@@ -56,16 +56,6 @@ std::string break_reason() {
   else
     return std::string(N::name()) + " result (rank " + std::to_string(N::rank) +
            ") is broadcast into a kernel of rank " + std::to_string(D);
-}
-
-// Kernels that the breaks below N add to the kernel N belongs to. A view reads its child's
-// materialized result (expr/view.hpp): the child's kernels come first. A shared node's kernels
-// run once, however often it is read: kernel_count adds them apart (shared_nodes).
-template <class N, int D, bool InReduce>
-constexpr int kernels_below();
-template <int D, bool InReduce, class... C>
-constexpr int kernels_below_all(types<C...>) {
-  return (0 + ... + kernels_below<C, D, InReduce>());
 }
 
 // Whether a reduction is fused below N (N evaluated in an index space of rank D).
@@ -127,15 +117,6 @@ auto rewrite_attention(N const& root) {
     else return a;
   });
 }
-// N as the planner runs it: an attention pattern as its attention node.
-template <class N, bool = attention_pattern<N>::value>
-struct planned_node {
-  using type = N;
-};
-template <class N>
-struct planned_node<N, true> {
-  using type = decltype(attention_pattern<N>::make(std::declval<N const&>()));
-};
 template <class N>
 constexpr bool rewrites_attention() {
   if constexpr (!has_anchor<N>()) return false;
@@ -171,97 +152,148 @@ constexpr bool fused_epilogue() {
 }
 
 template <class N>
-constexpr int kernels_of();
-// Kernels that put an operand of a contraction in memory: none for a tensor or a shared node
-// (whose kernels are counted apart), its child's for a view (taken of the result, no copy).
-template <class C>
-constexpr int operand_kernels() {
-  if constexpr (C::kind == NodeKind::leaf || C::kind == NodeKind::shared) return 0;
-  else if constexpr (C::kind == NodeKind::view) return kernels_of<child_t<C>>();
-  else return kernels_of<C>();
-}
-
-// The kernels of N evaluated on its own (as the root of an assignment or as a break). A kernel
-// with an anchor is that contraction's kernel: it is counted once. A view that keeps its child's
-// order is stored by its child's kernels, written straight into the (contiguous) result
-// (backend/assign.hpp: store_through_view).
-// Kernels that put the operands of contraction N in memory, but for a left operand it computes
-// while packing (N::prologue: its engine takes one; fused_prologue: this one qualifies).
-template <class N, std::size_t... I>
-constexpr int contraction_operand_kernels(std::index_sequence<I...>) {
-  return (0 + ... + (I == 0 && N::prologue && fused_prologue<child_t<N, I>, typename N::device_type>()
-                         ? 0
-                         : operand_kernels<child_t<N, I>>()));
-}
-
-template <class N>
 constexpr bool keeps_order() {
   if constexpr (N::kind == NodeKind::view) return N::keeps_order;
   else return false;
 }
+// ---- The plan: the kernels of an assignment, a compile-time list in the order they run ------
+//
+// kernel_list<N> is types<PlannedKernel<Node, Path>...>: every kernel that evaluating N runs,
+// producers before the kernels that read them, N's own last. Path leads from N to the kernel's
+// root (child indices; rewrite_step: the attention pattern there runs as its attention node).
+// kernel_count is its length; the executors run it (backend/assign.hpp: run_plan), storing every
+// kernel but the last into one workspace block whose size the shapes give. A shared node's
+// kernels appear once, where it is first read.
+inline constexpr int rewrite_step = -1;
+template <int... S>
+struct Path {};
+template <class P, int S>
+struct extend_path;
+template <int... S, int I>
+struct extend_path<Path<S...>, I> {
+  using type = Path<S..., I>;
+};
+template <class P, int S>
+using extended = typename extend_path<P, S>::type;
+
+// Nodes with an identity (their id): the anchors that copies of an expression share.
 template <class N>
-constexpr int kernels_of() {
-  if constexpr (rewrites_attention<N>())
-    return kernels_of<decltype(rewrite_attention(std::declval<N const&>()))>();
-  else if constexpr (keeps_order<N>())
-    return kernels_of<child_t<N>>();
-  else if constexpr (N::kind == NodeKind::reduce)
-    return 1 + kernels_below<child_t<N>, child_t<N>::rank, true>();
-  else if constexpr (N::kind == NodeKind::contract)
-    return 1 + contraction_operand_kernels<N>(std::make_index_sequence<child_count<N>>{});
-  else
-    return 1 + kernels_below<N, N::rank, false>() - (has_anchor<N>() && fused_epilogue<N>() ? 1 : 0);
-}
+inline constexpr bool has_id = N::kind == NodeKind::reduce || N::kind == NodeKind::contract;
 
-template <class N, int D, bool InReduce>
-constexpr int kernels_below() {
-  if constexpr (is_break<N, D, InReduce>()) return kernels_of<N>();
-  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar) return 0;
-  else if constexpr (N::kind == NodeKind::map)
-    return kernels_below_all<D, InReduce>(typename N::child_types{});
-  else if constexpr (N::kind == NodeKind::reduce)
-    return kernels_below<child_t<N>, child_t<N>::rank, true>();
-  else if constexpr (N::kind == NodeKind::view) return kernels_of<child_t<N>>();
-  else if constexpr (N::kind == NodeKind::shared) return 0;
-  else return unhandled_kind<N>("kernel_count"), 0;
-}
+template <class Node, class P>
+struct PlannedKernel {
+  using node = Node;
+  using path = P;
+};
 
-// The distinct Shared node types in N's tree, appended to Seen (a types<...>): each runs once.
-// A shared node already seen is not walked again, so a chain of residual blocks costs linear
-// compile time.
+// The fold's state: the kernels so far and the Shared node types already planned.
+template <class List, class Seen>
+struct PlanState {
+  using kernels = List;
+  using seen = Seen;
+};
+template <class K, class... L, class Seen>
+constexpr auto push(PlanState<types<L...>, Seen>) {
+  return PlanState<types<L..., K>, Seen>{};
+}
 template <class List, class N>
 inline constexpr bool has_type = false;
 template <class... L, class N>
 inline constexpr bool has_type<types<L...>, N> = (false || ... || std::is_same_v<L, N>);
-template <class Seen, class N>
-struct shared_nodes;
-template <class Seen, class List>
-struct shared_nodes_all {
-  using type = Seen;
-};
-template <class Seen, class C, class... R>
-struct shared_nodes_all<Seen, types<C, R...>> {
-  using type =
-      typename shared_nodes_all<typename shared_nodes<Seen, C>::type, types<R...>>::type;
-};
-template <class... S, class N>
-struct shared_nodes<types<S...>, N> {
-  static constexpr bool fresh = N::kind == NodeKind::shared && !has_type<types<S...>, N>;
-  using below = typename shared_nodes_all<std::conditional_t<fresh, types<S..., N>, types<S...>>,
-                                          typename planned_node<N>::type::child_types>::type;
-  using type = std::conditional_t<N::kind == NodeKind::shared && !fresh, types<S...>, below>;
-};
-template <class... S>
-constexpr int shared_kernels(types<S...>) {
-  return (0 + ... + kernels_of<child_t<S>>());
-}
-// All kernels of an assignment of N: its own, and each shared node's once. (A shared root is
-// its child: assign() stores the child straight into the tensor.)
+
 template <class N>
-constexpr int assignment_kernels() {
-  if constexpr (N::kind == NodeKind::shared) return assignment_kernels<child_t<N>>();
-  else return kernels_of<N>() + shared_kernels(typename shared_nodes<types<>, N>::type{});
+using rewritten_t = decltype(rewrite_attention(std::declval<N const&>()));
+
+// plan_own: the kernels of N evaluated on its own (an assignment's root, or a break).
+// plan_below: those that the breaks below N add to the kernel N belongs to (rank D; InReduce:
+// inside a fused reduction's input). Root: the kernel's root where its anchor is its kernel (a
+// contraction with a fused epilogue), void otherwise.
+template <class N, class P, class S>
+constexpr auto plan_own(S s);
+template <class N, int D, bool InReduce, class Root, class P, class S>
+constexpr auto plan_below(S s);
+
+// One step of a fold over the children of N, chained left to right by operator|.
+template <class N, int D, bool InReduce, class Root, class P, std::size_t I>
+struct BelowChild {};
+template <class N, class P, std::size_t I>
+struct OperandChild {};
+
+template <class L, class Seen, class N, int D, bool InReduce, class Root, class P, std::size_t I>
+constexpr auto operator|(PlanState<L, Seen> s, BelowChild<N, D, InReduce, Root, P, I>) {
+  return plan_below<child_t<N, I>, D, InReduce, Root, extended<P, static_cast<int>(I)>>(s);
 }
+template <class N, int D, bool InReduce, class Root, class P, class S, std::size_t... I>
+constexpr auto plan_children(S s, std::index_sequence<I...>) {
+  return (s | ... | BelowChild<N, D, InReduce, Root, P, I>{});
+}
+
+// A Shared node: its child's kernels the first time it is met, nothing after.
+template <class N, class P, class L, class... Seen>
+constexpr auto plan_shared(PlanState<L, types<Seen...>> s) {
+  if constexpr (has_type<types<Seen...>, N>) return s;
+  else return plan_own<child_t<N>, extended<P, 0>>(PlanState<L, types<Seen..., N>>{});
+}
+
+// The operands of contraction N: in memory, computed first unless they are tensors, or a left
+// operand the engine computes while packing it (fused_prologue). A view is taken of its child's
+// result.
+template <class L, class Seen, class N, class P, std::size_t I>
+constexpr auto operator|(PlanState<L, Seen> s, OperandChild<N, P, I>) {
+  using C = child_t<N, I>;
+  using CP = extended<P, static_cast<int>(I)>;
+  if constexpr (I == 0 && N::prologue && fused_prologue<C, typename N::device_type>()) return s;
+  else if constexpr (C::kind == NodeKind::leaf) return s;
+  else if constexpr (C::kind == NodeKind::shared) return plan_shared<C, CP>(s);
+  else if constexpr (C::kind == NodeKind::view) return plan_own<child_t<C>, extended<CP, 0>>(s);
+  else return plan_own<C, CP>(s);
+}
+template <class N, class P, class S, std::size_t... I>
+constexpr auto plan_operands(S s, std::index_sequence<I...>) {
+  return (s | ... | OperandChild<N, P, I>{});
+}
+
+template <class N, int D, bool InReduce, class Root, class P, class S>
+constexpr auto plan_below(S s) {
+  if constexpr (is_anchor<N, D, InReduce, Root>())  // the kernel's own anchor: its operands
+    return plan_operands<N, P>(s, std::make_index_sequence<child_count<N>>{});
+  else if constexpr (is_break<N, D, InReduce>()) return plan_own<N, P>(s);
+  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar) return s;
+  else if constexpr (N::kind == NodeKind::map)
+    return plan_children<N, D, InReduce, Root, P>(s, std::make_index_sequence<child_count<N>>{});
+  else if constexpr (N::kind == NodeKind::reduce)
+    return plan_below<child_t<N>, child_t<N>::rank, true, Root, extended<P, 0>>(s);
+  else if constexpr (N::kind == NodeKind::view) return plan_own<child_t<N>, extended<P, 0>>(s);
+  else if constexpr (N::kind == NodeKind::shared) return plan_shared<N, P>(s);
+  else return unhandled_kind<N>("the plan"), s;
+}
+
+// A view that keeps its child's order is stored by its child's kernels, written straight into
+// the (contiguous) result (backend/assign.hpp: store_through_view).
+template <class N, class P, class S>
+constexpr auto plan_own(S s) {
+  if constexpr (rewrites_attention<N>()) {
+    return plan_own<rewritten_t<N>, extended<P, rewrite_step>>(s);
+  } else if constexpr (keeps_order<N>()) {
+    return plan_own<child_t<N>, extended<P, 0>>(s);
+  } else if constexpr (N::kind == NodeKind::reduce) {
+    return push<PlannedKernel<N, P>>(plan_below<child_t<N>, child_t<N>::rank, true, void, extended<P, 0>>(s));
+  } else if constexpr (N::kind == NodeKind::contract) {
+    return push<PlannedKernel<N, P>>(plan_operands<N, P>(s, std::make_index_sequence<child_count<N>>{}));
+  } else {
+    using Root = std::conditional_t<has_anchor<N>() && fused_epilogue<N>(), N, void>;
+    return push<PlannedKernel<N, P>>(plan_below<N, N::rank, false, Root, P>(s));
+  }
+}
+
+// The plan of an assignment of N (a shared root is its child: assign() stores the child).
+template <class N>
+constexpr auto plan_assignment() {
+  if constexpr (N::kind == NodeKind::shared) return plan_assignment<child_t<N>>();
+  else return plan_own<N, Path<>>(PlanState<types<>, types<>>{});
+}
+template <class N>
+using kernel_list = typename decltype(plan_assignment<N>())::kernels;
 
 // Whether the kernel N belongs to (evaluated in an index space of rank D) has an op whose maths
 // costs more than moving its operands (ops::Heavy). Breaks and views' children are kernels of
@@ -306,14 +338,14 @@ constexpr int eager_shared_kernels(types<S...>) {
 }
 template <class N>
 constexpr int eager_assignment_kernels() {
-  return eager_kernels<N>() + eager_shared_kernels(typename shared_nodes<types<>, N>::type{});
+  return eager_kernels<N>() + eager_shared_kernels(typename decltype(plan_assignment<N>())::seen{});
 }
 
 }  // namespace detail
 
 // How many kernels evaluating E takes: a compile-time constant (DESIGN.md §1).
 template <class E>
-inline constexpr int kernel_count = detail::assignment_kernels<node_t<E>>();
+inline constexpr int kernel_count = static_cast<int>(detail::kernel_list<node_t<E>>::size);
 
 // Kernels the eager baseline launches for E: one per element-wise or reduction node.
 template <class E>
@@ -622,6 +654,60 @@ KernelConfig<N::rank> configure(N const& root) {
     });
   }
   return c;
+}
+
+// ---- The plan's workspace: the results of its kernels but the last, in one block ---------
+
+// f(node) for the node at path P below n (plan.hpp: Path); false where an attention rewrite on
+// the way does not apply to these shapes (the pattern then runs as written).
+template <class N, class F>
+bool at_path(N const& n, Path<>, F& f) {
+  f(n);
+  return true;
+}
+template <class N, int S, int... R, class F>
+bool at_path(N const& n, Path<S, R...>, F& f) {
+  if constexpr (S == rewrite_step) return attention_applies(n) && at_path(rewrite_attention(n), Path<R...>{}, f);
+  else return at_path(n.template child<static_cast<std::size_t>(S)>(), Path<R...>{}, f);
+}
+template <class P>
+inline constexpr bool through_rewrite = false;
+template <int... S>
+inline constexpr bool through_rewrite<Path<S...>> = (false || ... || (S == rewrite_step));
+
+// Whether planned kernel K is stored ahead of the assignment's last kernel: all are but a node
+// without an id inside the rewritten attention node, a temporary (backend/eval.hpp:
+// Materialized finds such nodes by their address).
+template <class K>
+inline constexpr bool stored_ahead = !through_rewrite<typename K::path> || has_id<typename K::node>;
+
+inline constexpr std::size_t workspace_align = 64;  // each result starts on a cache line
+template <class N>
+std::size_t workspace_bytes(N const& n) {
+  std::size_t const b = static_cast<std::size_t>(numel_of<N::rank>(n.shape())) *
+                        sizeof(canonical_t<typename N::value_type>);
+  return (b + workspace_align - 1) / workspace_align * workspace_align;
+}
+// The bytes that planned kernel I of List stores into the workspace (0: not stored ahead).
+template <class List, std::size_t I, class N>
+std::size_t planned_bytes(N const& root) {
+  using K = typename type_at<I, List>::type;
+  std::size_t b = 0;
+  if constexpr (stored_ahead<K>) {
+    auto size = [&](auto const& node) { b = workspace_bytes(node); };
+    at_path(root, typename K::path{}, size);
+  }
+  return b;
+}
+// The workspace of an assignment of root: the bytes of one block that holds the results of every
+// planned kernel but the last (plan.hpp: kernel_list).
+template <class N, std::size_t... I>
+std::size_t plan_workspace(N const& root, std::index_sequence<I...>) {
+  return (std::size_t{0} + ... + planned_bytes<kernel_list<N>, I>(root));
+}
+template <class N>
+std::size_t plan_workspace(N const& root) {
+  return plan_workspace(root, std::make_index_sequence<kernel_list<N>::size - 1>{});
 }
 
 }  // namespace detail
