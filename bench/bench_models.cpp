@@ -180,9 +180,7 @@ int main(int argc, char** argv) {
   if (!sb::run_benchmarks(argc, argv, rep)) return 1;
   sb::print_medians(rep);
 
-  double const peak_ns = rep.median_ns("BM_fma_peak");
-  double const peak = peak_ns > 0 ? sb::fma::flops() / peak_ns : 0;  // GFLOP/s
-  std::printf("\nFMA peak (%d threads, %s): %.1f GFLOP/s\n", sb::threads, sb::isa, peak);
+  double const peak = sb::fma::report_peak(rep);  // GFLOP/s
   std::printf("\n%-14s %5s %10s %10s %8s %9s %6s   (%d threads, %s)\n", "model", "batch", "fused ms", "eager ms",
               "eager/f", "GFLOP/s", "peak", sb::threads, sb::isa);
   for (Model const& m : models)

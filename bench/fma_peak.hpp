@@ -52,4 +52,13 @@ inline double flops() { return 0; }
 inline float peak() { return 0; }
 #endif
 
+// The peak in GFLOP/s from the run's BM_fma_peak (0 where it did not run), printed with the
+// threads and the ISA.
+inline double report_peak(MedianReporter const& rep) {
+  double const ns = rep.median_ns("BM_fma_peak");
+  double const gflops = ns > 0 ? flops() / ns : 0;
+  std::printf("\nFMA peak (%d threads, %s): %.1f GFLOP/s\n", threads, isa, gflops);
+  return gflops;
+}
+
 }  // namespace solder_bench::fma
