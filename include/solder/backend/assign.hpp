@@ -126,10 +126,9 @@ void store_planned(N const& root, Block const& block, std::size_t& offset) {
       using Result = materialized_t<Node>;
       using T = typename Result::value_type;
       Materialized& scope = *Materialized::current();
-      std::size_t const bytes = workspace_bytes(node);
       if (scope.find(node)) return;  // a copy of an anchor met before (the same id)
       auto* const first = reinterpret_cast<T*>(block.get() + offset);
-      offset += bytes;
+      offset += workspace_bytes(node);
       Result r = Result::template make_view<Node::rank>(std::shared_ptr<T>(block, first), first, node.shape(),
                                                         contiguous_strides<Node::rank>(node.shape()));
       run_kernel(r, node);

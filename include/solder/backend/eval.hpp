@@ -487,9 +487,10 @@ materialized_t<N> materialize(N const& n);
 // one.)
 //
 // A node is found by its id where it has one (an anchor: copies of it share the id), else by its
-// address in the assignment's expression, which lives as long as the scope. Only the plan stores
-// results under an address: a node met on the way may be a temporary (the attention rewrite's),
-// whose address a later one could take.
+// address. Results are stored under an address only where it stays the node's for the whole
+// scope: by the plan, for nodes of the assignment's expression, and for a shared node's child (a
+// heap object). A node met on the way may be a temporary (the attention rewrite's), whose
+// address a later one could take.
 struct Materialized {
   struct Entry {
     std::uint64_t id;   // 0: found by address
