@@ -7,6 +7,8 @@
 // mode reads back with PyTorch.
 #include "reference.hpp"
 
+#include <unistd.h>
+
 #include <solder/io/json.hpp>
 #include <solder/io/safetensors.hpp>
 #include <solder/nn/module.hpp>
@@ -676,4 +678,29 @@ TEST_CASE("PyTorch interop: its file read exactly; solder's file for it to read"
         INFO(f.path());
         CHECK_NOTHROW(sd::io::read_safetensors(f.path().string()));
       }
+}
+
+TEST_CASE("paths: the helpers behind sharded checkpoints, traces and the autotune cache", "[safetensors][files]") {
+  using sd::detail::join_path;
+  using sd::detail::parent_dir;
+  CHECK(parent_dir("model.safetensors.index.json").empty());
+  CHECK(parent_dir("/model.json") == "/");
+  CHECK(parent_dir("a/b/model.json") == "a/b");
+  CHECK(join_path("", "x") == "x");
+  CHECK(join_path("a/", "x") == "a/x");
+  CHECK(join_path("a", "x") == "a/x");
+  auto const root = std::filesystem::temp_directory_path() / ("solder-paths-" + std::to_string(::getpid()));
+  std::string const deep = (root / "one" / "two").string();
+  REQUIRE(sd::detail::make_dirs(deep));
+  CHECK(std::filesystem::is_directory(deep));
+  CHECK(sd::detail::make_dirs(deep));  // already there
+  std::string const file = join_path(deep, "f.txt");
+  REQUIRE(sd::detail::write_whole(file, "whole"));
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "whole");
+  CHECK_FALSE(std::filesystem::exists(file + ".tmp"));
+  CHECK_FALSE(sd::detail::make_dirs(join_path(file, "below")));  // a file is in the way
+  CHECK_FALSE(sd::detail::write_whole(join_path(join_path(deep, "missing"), "f.txt"), "x"));
+  std::filesystem::remove_all(root);
 }

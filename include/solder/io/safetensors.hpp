@@ -30,7 +30,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -42,6 +41,7 @@
 
 #include "../core/any_tensor.hpp"
 #include "../core/error.hpp"
+#include "../core/files.hpp"
 #include "../core/tensor.hpp"
 #include "../nn/module.hpp"
 #include "json.hpp"
@@ -319,10 +319,10 @@ inline nn::StateDict read_safetensors_index(std::string const& path) {
     shard_of.emplace(key, *name);
     shards.insert(*name);
   }
-  auto const dir = std::filesystem::path(path).parent_path();
+  auto const dir = solder::detail::parent_dir(path);
   nn::StateDict all;
   for (auto const& shard : shards) {
-    auto const shard_path = (dir / shard).string();
+    auto const shard_path = solder::detail::join_path(dir, shard);
     for (auto const& [key, t] : read_safetensors(shard_path)) {
       auto named = shard_of.find(key);
       check(named != shard_of.end() && named->second == shard, where, ": shard '", shard, "' holds '", key,

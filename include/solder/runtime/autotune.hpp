@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -35,6 +34,7 @@
 #include <vector>
 
 #include "../backend/device_tuner.hpp"
+#include "../core/files.hpp"
 #include "../backend/host/gemm.hpp"
 #include "logs.hpp"
 
@@ -64,11 +64,11 @@ inline std::string machine() {
   return model + " | " + isa;
 }
 
-inline std::filesystem::path cache_dir() {
+inline std::string cache_dir() {
   if (char const* d = std::getenv("SOLDER_CACHE_DIR")) return d;
-  if (char const* x = std::getenv("XDG_CACHE_HOME")) return std::filesystem::path(x) / "solder";
-  if (char const* h = std::getenv("HOME")) return std::filesystem::path(h) / ".cache" / "solder";
-  return std::filesystem::temp_directory_path() / "solder";
+  if (char const* x = std::getenv("XDG_CACHE_HOME")) return solder::detail::join_path(x, "solder");
+  if (char const* h = std::getenv("HOME")) return solder::detail::join_path(solder::detail::join_path(h, ".cache"), "solder");
+  return solder::detail::join_path(solder::detail::temp_dir(), "solder");
 }
 
 constexpr char const* cache_format = "solder-autotune 2";  // 2: with the GPUs' sections
@@ -103,7 +103,7 @@ class Autotuner : solder::detail::host::gemm::Tuner, solder::detail::DeviceTuner
     return t;
   }
   // A tuner whose choices persist in `dir` (nothing read or written when empty).
-  explicit Autotuner(std::filesystem::path dir = {}) : dir_(std::move(dir)) {
+  explicit Autotuner(std::string dir = {}) : dir_(std::move(dir)) {
     if (dir_.empty()) return;
     std::ifstream f(file(), std::ios::binary);
     if (!f) return;
@@ -111,7 +111,7 @@ class Autotuner : solder::detail::host::gemm::Tuner, solder::detail::DeviceTuner
     bytes << f.rdbuf();
     if (!load(bytes.str()))
       std::fprintf(stderr, "solder: warning: ignoring the autotune cache %s: corrupt, truncated or from another machine\n",
-                   file().string().c_str());
+                   file().c_str());
   }
 
   // The cached choices as text; load(text) merges them (false, and nothing merged, when the
@@ -160,7 +160,9 @@ class Autotuner : solder::detail::host::gemm::Tuner, solder::detail::DeviceTuner
     std::lock_guard<std::mutex> lock(mutex_);
     return chosen_.size() + device_chosen_.size();
   }
-  std::filesystem::path file() const { return dir_ / ("autotune-" + std::to_string(std::hash<std::string>{}(detail::machine())) + ".txt"); }
+  std::string file() const {
+    return solder::detail::join_path(dir_, "autotune-" + std::to_string(std::hash<std::string>{}(detail::machine())) + ".txt");
+  }
 
   // A GPU library's configuration for a problem (backend/device_tuner.hpp), timed as the host's
   // configurations are and kept in the GPU's section of the cache.
@@ -245,19 +247,11 @@ class Autotuner : solder::detail::host::gemm::Tuner, solder::detail::DeviceTuner
   }
   // Called with the mutex held: writes the file whole, through a temporary and a rename.
   void persist() const {
-    if (dir_.empty()) return;
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    auto const tmp = file().string() + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f << text();
-      if (!f) return;
-    }
-    std::filesystem::rename(tmp, file(), ec);
+    if (dir_.empty() || !solder::detail::make_dirs(dir_)) return;
+    solder::detail::write_whole(file(), text());
   }
 
-  std::filesystem::path dir_;
+  std::string dir_;
   mutable std::mutex mutex_;
   std::map<std::string, detail::Choice> chosen_;
   std::map<DeviceKey, int> device_chosen_;

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "../backend/assign.hpp"
+#include "../core/files.hpp"
 #include "../io/json.hpp"
 
 namespace solder {
@@ -54,22 +54,6 @@ struct TraceFiles {
 inline TraceFiles& trace_files() {
   static TraceFiles files;
   return files;
-}
-
-// Writes `text` to `path` whole or not at all: a temporary beside it, then a rename.
-inline void write_whole(std::filesystem::path const& path, std::string const& text) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    check(out.good(), "cannot write ", tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
-  check(!ec, "cannot rename ", tmp.string(), " to ", path.string());
 }
 
 // One traced call: this thread's tracer (backend/assign.hpp) from construction to destruction,
@@ -114,7 +98,7 @@ class TracedCall final : public Tracer {
         events = "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"solder\"}}";
       events += call;
       ++files.calls;
-      write_whole(path, "{\"traceEvents\": [\n" + events + "\n]}\n");
+      check(write_whole(path, "{\"traceEvents\": [\n" + events + "\n]}\n"), "cannot write the trace ", path);
     } catch (std::exception const& e) {
       std::fprintf(stderr, "[solder:trace] %s: the trace is not written: %s\n", path.c_str(), e.what());
     }
