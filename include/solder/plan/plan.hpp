@@ -268,8 +268,9 @@ constexpr auto plan_below(S s) {
   else return unhandled_kind<N>("the plan"), s;
 }
 
-// A view that keeps its child's order is stored by its child's kernels, written straight into
-// the (contiguous) result (backend/assign.hpp: store_through_view).
+// N's own kernel comes after those it reads. An attention pattern is planned as its attention
+// node; a view that keeps its child's order as its child, whose kernels write straight into the
+// (contiguous) result (backend/assign.hpp: store_through_view).
 template <class N, class P, class S>
 constexpr auto plan_own(S s) {
   if constexpr (rewrites_attention<N>()) {
@@ -658,8 +659,8 @@ KernelConfig<N::rank> configure(N const& root) {
 
 // ---- The plan's workspace: the results of its kernels but the last, in one block ---------
 
-// f(node) for the node at path P below n (plan.hpp: Path); false where an attention rewrite on
-// the way does not apply to these shapes (the pattern then runs as written).
+// f(node) for the node at path P below n; false where an attention rewrite on the way does not
+// apply to these shapes (the pattern then runs as written).
 template <class N, class F>
 bool at_path(N const& n, Path<>, F& f) {
   f(n);
@@ -700,7 +701,7 @@ std::size_t planned_bytes(N const& root) {
   return b;
 }
 // The workspace of an assignment of root: the bytes of one block that holds the results of every
-// planned kernel but the last (plan.hpp: kernel_list).
+// planned kernel but the last (kernel_list).
 template <class N, std::size_t... I>
 std::size_t plan_workspace(N const& root, std::index_sequence<I...>) {
   return (std::size_t{0} + ... + planned_bytes<kernel_list<N>, I>(root));
