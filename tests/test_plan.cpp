@@ -493,3 +493,13 @@ TEST_CASE("the plan: a compile-time kernel list run in order, its results in one
                      "flatten(sum(x, 1)) + 2 sum(share(softmax(x) * 2), 1)");
   }
 }
+
+TEST_CASE("the plan: a shared view that keeps its child's order is computed once", "[plan][list]") {
+  auto x = ref::uniform<float>(-1, 1, 8, 16);
+  auto s = sd::share(sd::flatten(sd::sum(x, 1, sd::keepdim)));
+  auto e = s * s + s;
+  static_assert(sd::kernel_count<decltype(e)> == 2);  // the sum, then the root
+  auto r = ref::run_counted(e);
+  Array rows = ref::reduce(ref::of(x), {1}, false, ref::fsum);
+  ref::check_close(r, ref::map([](double v) { return v * v + v; }, rows), ref::Tol{16, 1e-6}, "s * s + s");
+}

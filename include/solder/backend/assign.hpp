@@ -296,9 +296,13 @@ void assign(Dst& dst, Src const& src) {
 
 template <class N>
 materialized_t<N> materialize(N const& n) {
-  materialized_t<N> t(n.shape());
-  if (!store_through_view(t, n)) run_kernel(t, n);
-  return t;
+  if constexpr (keeps_order<N>()) {
+    return n.apply(materialize_once(n.input));  // the child's result regrouped, as the plan has it
+  } else {
+    materialized_t<N> t(n.shape());
+    run_kernel(t, n);
+    return t;
+  }
 }
 
 }  // namespace solder::detail

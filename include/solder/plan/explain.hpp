@@ -58,6 +58,8 @@ std::string scalar_text(V v) {
 
 template <class N>
 int plan_kernel(N const& n, Explainer& x, std::string reason);
+template <class N>
+int plan_stored(N const& n, Explainer& x, std::string reason);
 
 template <int D, bool InReduce, bool Split, class N>
 std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& k, int cl);
@@ -159,7 +161,7 @@ std::pair<std::string, int> describe_node(N const& n, Explainer& x, KernelInfo& 
     auto made = x.materialized.find(n.id);
     int producer = made != x.materialized.end()
                        ? made->second
-                       : (x.materialized[n.id] = plan_kernel(*n.input, x, n.why));
+                       : (x.materialized[n.id] = plan_stored(*n.input, x, n.why));
     k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
     std::string s = "#" + std::to_string(producer);
     return {s, x.node("kernel " + std::to_string(producer) + " result", cl)};
@@ -272,12 +274,13 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   return id;
 }
 
-// The kernels of an assignment of n: a view that keeps its child's order is stored by its
-// child's kernels (backend/assign.hpp: store_through_view).
+// The kernels that store n (an assignment's root, a shared node's child): a view that keeps its
+// child's order is stored by its child's kernels (backend/assign.hpp: store_through_view). The
+// number of the last.
 template <class N>
-void plan_assignment(N const& n, Explainer& x) {
-  if constexpr (keeps_order<N>()) plan_assignment(n.input, x);
-  else plan_kernel(n, x, "");
+int plan_stored(N const& n, Explainer& x, std::string reason) {
+  if constexpr (keeps_order<N>()) return plan_stored(n.input, x, std::move(reason));
+  else return plan_kernel(n, x, std::move(reason));
 }
 
 inline std::string human_bytes(std::int64_t b) {
@@ -294,7 +297,7 @@ inline std::string human_bytes(std::int64_t b) {
 template <Lazy X>
 std::vector<KernelInfo> plan_kernels(X const& e) {
   Explainer x;
-  with_common_reductions(stored(as_node(e)), [&](auto const& n) { plan_assignment(n, x); });
+  with_common_reductions(stored(as_node(e)), [&](auto const& n) { plan_stored(n, x, ""); });
   return std::move(x.kernels);
 }
 
@@ -338,7 +341,7 @@ template <Lazy X>
 std::string explain_dot(X const& e) {
   detail::Explainer x;
   detail::with_common_reductions(detail::stored(as_node(e)),
-                                 [&](auto const& n) { detail::plan_assignment(n, x); });
+                                 [&](auto const& n) { detail::plan_stored(n, x, ""); });
   return "digraph solder {\n  node [shape=box];\n" + x.dot.str() + "}\n";
 }
 
