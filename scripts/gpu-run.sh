@@ -16,6 +16,14 @@ log="$dir/gpu-run.log"
 # programs <name pattern>: their paths under dir (a build tree has them in subfolders), sorted
 programs() { find "$dir" -maxdepth 3 -type f -name "$1" -perm -u+x | sort; }
 
+# A library the loader does not find (cuDNN, on a machine that has it only in Python's
+# nvidia-* wheels, as PyTorch's): the wheel's folder that holds it.
+for lib in $(programs 'test_cuda_*' | xargs -r ldd 2>/dev/null | sed -n 's/^\s*\(lib[A-Za-z_]*\)\.so.* => not found/\1/p' | sort -u); do
+  wheel=$(python3 -c 'import nvidia, os; print(*[os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)], sep="\n")' 2>/dev/null |
+          while read -r d; do ls "$d/$lib".so* >/dev/null 2>&1 && echo "$d"; done | head -n 1)
+  if [ -n "$wheel" ]; then export LD_LIBRARY_PATH="$wheel:${LD_LIBRARY_PATH:-}"; else echo "gpu-run.sh: $lib not found"; fi
+done
+
 : >"$log"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
 failed=0

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <vector>
 
 namespace sd = solder;
@@ -27,21 +28,42 @@ sd::Tensor<T, 2> inputs(std::int64_t rows, std::int64_t cols, T scale) {
   return sd::from_vector(v, sd::shape(rows, cols));
 }
 
+// One assertion per comparison, whatever the size: how many elements differ and the first few
+// (an assertion per element made the large cases take minutes in a -O0 host build).
+// agrees(i): element i agrees; describe(i): what it holds on each side.
+template <class Agrees, class Describe>
+void all_agree(std::size_t n, Agrees const& agrees, Describe const& describe) {
+  std::size_t differ = 0;
+  std::ostringstream first;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (agrees(i)) continue;
+    if (differ < 5) first << "\n  element " << i << ": " << describe(i);
+    ++differ;
+  }
+  INFO(differ << " of " << n << " elements differ" << first.str());
+  CHECK(differ == 0);
+}
+
 template <class A, class B>
 void same_bits(A const& device, B const& host) {
   auto d = sd::to_vector(device);
   auto h = sd::to_vector(host);
   REQUIRE(d.size() == h.size());
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    INFO("element " << i << ": device " << static_cast<double>(d[i]) << ", host "
-                     << static_cast<double>(h[i]));
-    if constexpr (sd::is_floating_v<typename decltype(d)::value_type>) {
-      if (std::isnan(static_cast<double>(h[i]))) CHECK(std::isnan(static_cast<double>(d[i])));
-      else CHECK(std::memcmp(&d[i], &h[i], sizeof(d[i])) == 0);
-    } else {
-      CHECK(d[i] == h[i]);
-    }
-  }
+  all_agree(
+      d.size(),
+      [&](std::size_t i) {
+        if constexpr (sd::is_floating_v<typename decltype(d)::value_type>) {
+          if (std::isnan(static_cast<double>(h[i]))) return std::isnan(static_cast<double>(d[i]));
+          return std::memcmp(&d[i], &h[i], sizeof(d[i])) == 0;
+        } else {
+          return d[i] == h[i];
+        }
+      },
+      [&](std::size_t i) {
+        std::ostringstream os;
+        os << "device " << static_cast<double>(d[i]) << ", host " << static_cast<double>(h[i]);
+        return os.str();
+      });
 }
 
 template <class A, class B>
@@ -49,12 +71,17 @@ void close(A const& device, B const& host, double rel) {
   auto d = sd::to_vector(device);
   auto h = sd::to_vector(host);
   REQUIRE(d.size() == h.size());
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    double dv = static_cast<double>(d[i]), hv = static_cast<double>(h[i]);
-    INFO("element " << i << ": device " << dv << ", host " << hv);
-    if (std::isnan(hv)) CHECK(std::isnan(dv));
-    else CHECK(std::abs(dv - hv) <= rel * (1 + std::abs(hv)));
-  }
+  all_agree(
+      d.size(),
+      [&](std::size_t i) {
+        double dv = static_cast<double>(d[i]), hv = static_cast<double>(h[i]);
+        return std::isnan(hv) ? std::isnan(dv) : std::abs(dv - hv) <= rel * (1 + std::abs(hv));
+      },
+      [&](std::size_t i) {
+        std::ostringstream os;
+        os << "device " << static_cast<double>(d[i]) << ", host " << static_cast<double>(h[i]);
+        return os.str();
+      });
 }
 
 // As close, with each element's bound scaled by a magnitude (sum |x| for a sum, whose value
@@ -66,11 +93,18 @@ void close(A const& device, B const& host, M const& magnitude, double rel) {
   auto m = sd::to_vector(magnitude);
   REQUIRE(d.size() == h.size());
   REQUIRE(m.size() == h.size());
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    double dv = static_cast<double>(d[i]), hv = static_cast<double>(h[i]);
-    INFO("element " << i << ": device " << dv << ", host " << hv << ", magnitude " << m[i]);
-    CHECK(std::abs(dv - hv) <= rel * (1 + std::abs(static_cast<double>(m[i]))));
-  }
+  all_agree(
+      d.size(),
+      [&](std::size_t i) {
+        double dv = static_cast<double>(d[i]), hv = static_cast<double>(h[i]);
+        return std::abs(dv - hv) <= rel * (1 + std::abs(static_cast<double>(m[i])));
+      },
+      [&](std::size_t i) {
+        std::ostringstream os;
+        os << "device " << static_cast<double>(d[i]) << ", host " << static_cast<double>(h[i])
+           << ", magnitude " << static_cast<double>(m[i]);
+        return os.str();
+      });
 }
 
 // Applies f to the host tensors and to their device copies and compares bit for bit.

@@ -264,10 +264,12 @@ class Graph {
         : stream_(solder::cuda::stream()), storage_(solder::detail::cuda_storage()) {
       solder::cuda::set_stream(s);
       solder::detail::cuda_storage() = &memory;
+      solder::detail::cuda::capturing() = true;
     }
     ~Capturing() {
       solder::cuda::set_stream(stream_);
       solder::detail::cuda_storage() = storage_;
+      solder::detail::cuda::capturing() = false;
     }
     Capturing(Capturing const&) = delete;
     Capturing& operator=(Capturing const&) = delete;

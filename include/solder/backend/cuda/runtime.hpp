@@ -71,6 +71,17 @@ inline cudaStream_t& stream_slot() {
   return s;
 }
 
+// Set while this thread's work is captured into a CUDA graph (runtime/cuda_graph.hpp). A wait
+// for the GPU cannot be captured: asked of CUDA, it invalidates the capture with an error. What
+// would wait throws sd::Error instead, and the graph's call runs uncaptured.
+inline bool& capturing() {
+  static thread_local bool on = false;
+  return on;
+}
+inline void refuse_wait_in_capture(char const* what) {
+  check(!capturing(), what, " waits for the GPU, which a CUDA graph cannot capture");
+}
+
 // The queue a stream handle names: 0 is the legacy default stream, or the calling thread's
 // per-thread stream where the file is built with --default-stream per-thread.
 inline cudaStream_t queue_of(cudaStream_t s) {
@@ -115,7 +126,10 @@ inline int device_count() {
 // it. Work on another stream is ordered after this one's only as the caller arranges (events).
 inline cudaStream_t stream() { return detail::cuda::stream_slot(); }
 inline void set_stream(cudaStream_t s) { detail::cuda::stream_slot() = s; }
-inline void synchronize() { SOLDER_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+inline void synchronize() {
+  detail::cuda::refuse_wait_in_capture("sd::cuda::synchronize()");
+  SOLDER_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
 
 }  // namespace solder::cuda
 
@@ -163,6 +177,7 @@ std::shared_ptr<T> cuda_allocate(std::int64_t n) {
 // then waits, so the host may read or free its side at once.
 inline void cuda_copy(void* dst, void const* src, std::size_t bytes) {
   if (bytes == 0) return;
+  cuda::refuse_wait_in_capture("a copy between the host and the GPU (item(), to<>(), an index check)");
   SOLDER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, solder::cuda::stream()));
   SOLDER_CUDA_CHECK(cudaStreamSynchronize(solder::cuda::stream()));
 }
