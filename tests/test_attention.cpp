@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace sd = solder;
 using ref::Array;
@@ -24,6 +25,16 @@ double at(Array const& x, Shape const& bi, std::int64_t r, std::int64_t c) {
   if (xr >= 2) idx[xr - 2] = x.shape[xr - 2] == 1 ? 0 : r;
   idx[xr - 1] = x.shape[xr - 1] == 1 ? 0 : c;
   return x.at(idx);
+}
+
+// The [rows, cols] matrix of `at`, row-major: gathered once per batch index, so that the loops
+// below read plain arrays (indexing through `at` per term made the reference the slowest part of
+// the test).
+std::vector<double> matrix(Array const& x, Shape const& bi, std::int64_t rows, std::int64_t cols) {
+  std::vector<double> m(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) m[static_cast<std::size_t>(r * cols + c)] = at(x, bi, r, c);
+  return m;
 }
 
 enum class MaskKind { none, boolean, additive };
@@ -57,17 +68,22 @@ Expect attention(Array const& q, Array const& k, Array const& v, double scale, b
   std::int64_t o = 0;
   std::vector<double> s(static_cast<std::size_t>(S)), bound(static_cast<std::size_t>(S));
   do {
+    std::vector<double> const Q = matrix(q, bi, L, E), K = matrix(k, bi, S, E), V = matrix(v, bi, S, Ev),
+                               M = mask ? matrix(*mask, bi, L, S) : std::vector<double>{};
+    auto el = [](std::vector<double> const& m, std::int64_t cols, std::int64_t r, std::int64_t c) {
+      return m[static_cast<std::size_t>(r * cols + c)];
+    };
     for (std::int64_t i = 0; i < L; ++i) {
       double mx = -ref::inf, terms = 0;
       for (std::int64_t j = 0; j < S; ++j) {
         double d = 0, a = 0;
         for (std::int64_t e = 0; e < E; ++e) {
-          d += at(q, bi, i, e) * at(k, bi, j, e);
-          a += std::fabs(at(q, bi, i, e) * at(k, bi, j, e));
+          d += el(Q, E, i, e) * el(K, E, j, e);
+          a += std::fabs(el(Q, E, i, e) * el(K, E, j, e));
         }
         double x = d * scale, ax = a * std::fabs(scale);
-        if (kind == MaskKind::additive) x += at(*mask, bi, i, j), ax += std::fabs(at(*mask, bi, i, j));
-        if ((kind == MaskKind::boolean && at(*mask, bi, i, j) == 0) || (causal && j > i)) x = -ref::inf;
+        if (kind == MaskKind::additive) x += el(M, S, i, j), ax += std::fabs(el(M, S, i, j));
+        if ((kind == MaskKind::boolean && el(M, S, i, j) == 0) || (causal && j > i)) x = -ref::inf;
         s[static_cast<std::size_t>(j)] = x;
         if (x != -ref::inf) terms = std::max(terms, ax);
         mx = std::max(mx, x);
@@ -78,8 +94,8 @@ Expect attention(Array const& q, Array const& k, Array const& v, double scale, b
       for (std::int64_t c = 0; c < Ev; ++c, ++o) {
         double w = 0, a = 0;
         for (std::int64_t j = 0; j < S; ++j) {
-          w += s[static_cast<std::size_t>(j)] * at(v, bi, j, c);
-          a += s[static_cast<std::size_t>(j)] * std::fabs(at(v, bi, j, c));
+          w += s[static_cast<std::size_t>(j)] * el(V, Ev, j, c);
+          a += s[static_cast<std::size_t>(j)] * std::fabs(el(V, Ev, j, c));
         }
         r.value[o] = z == 0 ? 0 : w / z;
         r.scale[o] = z == 0 ? 0 : factor * a / z;
