@@ -3,6 +3,7 @@
 // what a user writes (braced lists, compound assignment, printing expressions, any integer
 // scalar). References are double-precision loops, or PyTorch's documented results.
 #include "reference.hpp"
+#include "test_scale.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -26,7 +27,7 @@ double sum_bound(double n, double exact) {
 }  // namespace
 
 TEST_CASE("float sums of 1e6 and 1e7 equal terms are accurate along every host path", "[edges][reduce]") {
-  for (std::int64_t n : {std::int64_t{1000000}, std::int64_t{10000000}}) {
+  for (std::int64_t n : ref::sized<std::vector<std::int64_t>>({1000000, 10000000}, {1000000})) {
     sd::set_num_threads(2);
     double const term = static_cast<double>(0.1f), exact = term * static_cast<double>(n);
     INFO("n = " << n << ", exact sum " << exact);

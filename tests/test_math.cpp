@@ -14,6 +14,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "test_scale.hpp"
+
 namespace m = solder::math;
 using ld = long double;
 
@@ -22,16 +24,10 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The float sweeps dominate the run time (the libm reference is ~50x slower than the vector
-// code); sanitizer and debug builds step through fewer patterns. The sanitizer build takes
-// 1021 at any optimization level (the asan preset builds at -O0).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr std::uint32_t kStride = 1021;
-#elif !defined(__OPTIMIZE__)
-constexpr std::uint32_t kStride = 10007;
-#else
-constexpr std::uint32_t kStride = 97;
-#endif
-constexpr int kDoublePoints = 1000000;
+// code); the sanitizer and debug builds (SOLDER_TEST_SCALE=small) step through fewer patterns,
+// and draw fewer random doubles.
+std::uint32_t const kStride = ref::sized(97u, 1021u);
+int const kDoublePoints = ref::sized(1000000, 100000);
 
 // |y - ref| in units of the ulp of the correctly rounded result (subnormal ulp below the normal
 // range). NaN must match NaN; an infinite ref or result must match exactly.
@@ -187,11 +183,7 @@ TEST_CASE("float tanh, sigmoid, softplus, erf over all float patterns", "[math][
 // the rounded reciprocal, must give the IEEE quotient: then the device's tanh is the host's.
 TEST_CASE("tanh's division from a reciprocal estimate is the IEEE division", "[math][float]") {
   namespace md = solder::math::detail;
-#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)
-  constexpr std::uint32_t stride = 1;
-#else
-  constexpr std::uint32_t stride = kStride / 8;
-#endif
+  std::uint32_t const stride = ref::sized(1u, kStride / 8);
   const auto wrong_from = [](float n, float d) {  // an estimate that gives another quotient, or 0
     const float near = static_cast<float>(1.0 / static_cast<double>(d));
     float r = std::nextafter(std::nextafter(near, 0.0f), 0.0f);

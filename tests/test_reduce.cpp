@@ -14,6 +14,7 @@
 //         2(n + 4) + 1 ulp.
 //   max/min/argmax/argmin and integer reductions: exact.
 #include "reference.hpp"
+#include "test_scale.hpp"
 
 #include <algorithm>
 #include <array>
@@ -360,7 +361,8 @@ TEST_CASE("a large full sum stays accurate", "[reduce][large]") {
   // thread with two threads); the lane sums add ~1e-8. 1e-5 is ~7 sigma. A naive float
   // running sum has an RMS error of ~6e-5 here, and no summation order is worse than the
   // (n-1) eps bound (~0.6).
-  constexpr std::int64_t n = 10'000'000;
+  // (SOLDER_TEST_SCALE=small: 1M, still ~490 blocks of 2048 on each thread count.)
+  std::int64_t const n = ref::sized<std::int64_t>(10'000'000, 1'000'000);
   auto x = ref::uniform<float>(0, 1, n);
   long double exact = 0;
   for (std::int64_t i = 0; i < n; ++i) exact += x.data()[i];
@@ -373,8 +375,8 @@ TEST_CASE("a large full sum stays accurate", "[reduce][large]") {
     CHECK(rel < 1e-5);
     float m = sd::eval(sd::mean(x)).item();
     CHECK(std::fabs(static_cast<double>(m) - static_cast<double>(exact) / n) < 1e-5 * static_cast<double>(exact) / n);
-    // The same sum over a [10, 1M] view by rows, then over the partial sums.
-    auto rows = sd::view(x, std::array<std::int64_t, 2>{10, 1'000'000});
+    // The same sum over a [10, n / 10] view by rows, then over the partial sums.
+    auto rows = sd::view(x, std::array<std::int64_t, 2>{10, n / 10});
     auto rs = sd::eval(sd::sum(rows, 1));
     Array RS = ref::reduce(ref::of(rows), {1}, false, ref::fsum);
     for (std::int64_t i = 0; i < 10; ++i) {
