@@ -35,6 +35,7 @@
 #include "expr/conv.hpp"
 #include "expr/attention.hpp"
 #include "expr/embedding.hpp"
+#include "expr/results.hpp"
 
 #include "plan/plan.hpp"
 #include "plan/common_reductions.hpp"
@@ -54,6 +55,7 @@
 #include "backend/cuda/attention.hpp"
 #endif
 #include "backend/assign.hpp"
+#include "backend/results.hpp"
 #include "backend/eager.hpp"
 
 #include "nn/module.hpp"

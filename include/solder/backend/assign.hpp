@@ -110,7 +110,7 @@ void run_kernel(OutTensor& out, N const& root) {
                                           ? "reduction"
                                           : "element-wise";
     traced->stop_kernel(kind, root.name(), shape_string<N::rank>(root.shape()),
-                        dtype_name<typename OutTensor::value_type>());
+                        dtype_label<typename OutTensor::value_type>());
   }
 #endif
 }

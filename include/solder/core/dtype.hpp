@@ -2,6 +2,7 @@
 #pragma once
 #include <concepts>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -77,6 +78,14 @@ constexpr std::string_view dtype_name() {
   else if constexpr (std::same_as<T, std::int32_t>) return "int32";
   else if constexpr (std::same_as<T, std::int64_t>) return "int64";
   else return "bool";
+}
+
+// The dtype of a kernel's output as explain and traces print it: a tensor element's, or what
+// a value names itself (the pack of a kernel with several results, expr/results.hpp).
+template <class T>
+std::string dtype_label() {
+  if constexpr (requires { T::dtype_label(); }) return T::dtype_label();
+  else return std::string(dtype_name<T>());
 }
 
 namespace detail {

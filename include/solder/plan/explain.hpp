@@ -248,7 +248,7 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   k.expr = agree ? describe_node<D, false, false>(n, x, k, cl).first
                  : describe_node<D, false, true>(n, x, k, cl).first;
   k.shape = shape_string<D>(n.shape());
-  k.dtype = std::string(dtype_name<typename N::value_type>());
+  k.dtype = dtype_label<typename N::value_type>();
   k.written = numel_of<D>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
   bool reduces = N::kind == NodeKind::reduce;
   if (agree) for_each_fused_reduce<D, false>(n, [&](auto const&) { reduces = true; });

@@ -26,6 +26,15 @@ namespace solder::detail::host {
 
 inline constexpr std::int64_t parallel_threshold = 32768;  // elements: below, one thread
 
+// Where a kernel writes: a pointer to its output's elements, or the pointers of several outputs
+// that one kernel writes (OutPointers, backend/results.hpp). out_value_t: what one point stores.
+template <class Out>
+struct out_value {
+  using type = std::remove_pointer_t<Out>;
+};
+template <class Out>
+using out_value_t = typename out_value<Out>::type;
+
 template <int D>
 void unravel(std::int64_t o, std::array<bool, D> const& inner, Index<D> const& dom,
              Index<D>& idx) {
@@ -53,8 +62,9 @@ inline std::array<std::int64_t, 2> my_share(std::int64_t n, std::int64_t grain) 
 
 // out[j] = the line's value b + j for j in [0, n), its inputs read the way R says: the
 // vectorized loop, one compiled variant per Read.
-template <Read R, class OutT, class Ev>
-SOLDER_INLINE void write_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t n) {
+template <Read R, class Out, class Ev>
+SOLDER_INLINE void write_run(Out out, Ev const& e, std::int64_t b, std::int64_t n) {
+  using OutT = out_value_t<Out>;
   SOLDER_SIMD
   for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<OutT>(e.template line<R>(b + j));
 }
@@ -102,9 +112,11 @@ inline std::int64_t& stream_min_bytes() {
 
 // write_run, streamed when `stream`: a chunk at a time into a buffer, copied out. (One call
 // of the inlined loop for both: a second would cost every light kernel its compile time.)
-template <bool Light, Read R, class OutT, class Ev>
-SOLDER_INLINE void store_run(OutT* out, Ev const& e, std::int64_t b, std::int64_t n, bool stream) {
-  if constexpr (Light) {
+// Several outputs are never streamed (run_eval).
+template <bool Light, Read R, class Out, class Ev>
+SOLDER_INLINE void store_run(Out out, Ev const& e, std::int64_t b, std::int64_t n, bool stream) {
+  if constexpr (Light && std::is_pointer_v<Out>) {
+    using OutT = out_value_t<Out>;
     alignas(64) OutT buffer[stream_chunk_bytes / sizeof(OutT)];
     std::int64_t const chunk = stream ? std::int64_t(stream_chunk_bytes / sizeof(OutT)) : n;
     for (std::int64_t c = 0; c < n; c += chunk) {
@@ -119,8 +131,8 @@ SOLDER_INLINE void store_run(OutT* out, Ev const& e, std::int64_t b, std::int64_
 // store_run on a copy of `ev` (kept in registers): out[j] = the value b + j of the line ev is
 // at, for j in [0, n). One copy per kernel type, out of line, for the callers that write a run
 // in parts (threads' shares, chunks of repeating inputs).
-template <bool Light, class OutT, class Ev>
-[[gnu::noinline]] void write_part(OutT* out, Ev const& ev, std::int64_t b, std::int64_t n,
+template <bool Light, class Out, class Ev>
+[[gnu::noinline]] void write_part(Out out, Ev const& ev, std::int64_t b, std::int64_t n,
                                   bool stream) {
   Ev e = ev;
   store_run<Light, Read::plain>(out, e, b, n, stream);
@@ -139,8 +151,8 @@ SOLDER_INLINE void end_stores(bool stream) {
 inline constexpr std::int64_t repeat_chunk = 1024;  // a few KiB of each repeating value, in L1
 
 // out[b, end) of the line e is at.
-template <bool Light, class OutT, class Ev>
-void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end,
+template <bool Light, class Out, class Ev>
+void write_repeating(Out out, Ev const& e, RepeatInputs& in, std::int64_t b, std::int64_t end,
                      bool stream) {
   in.begin(std::min(repeat_chunk, end - b));
   in.advance(b);
@@ -151,8 +163,8 @@ void write_repeating(OutT* out, Ev const& e, RepeatInputs& in, std::int64_t b, s
 }
 
 // Lines [o_begin, o_end) of the output, contiguous lines of len.
-template <bool Light, class OutT, int D, class Ev>
-void write_repeating_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
+template <bool Light, int D, class Out, class Ev>
+void write_repeating_lines(Ev const& ev, Out out, Index<D> const& ost, Index<D> const& dom,
                            std::array<bool, D> const& inner, std::int64_t len, std::int64_t o_begin,
                            std::int64_t o_end, bool stream) {
   Ev e = ev;
@@ -166,8 +178,8 @@ void write_repeating_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D
 }
 
 // out[b, end) of the one line at `at`, a thread's share of it.
-template <bool Light, class OutT, int D, class Ev>
-void write_repeating_share(Ev const& ev, OutT* out, Index<D> const& at, std::int64_t b,
+template <bool Light, int D, class Out, class Ev>
+void write_repeating_share(Ev const& ev, Out out, Index<D> const& at, std::int64_t b,
                            std::int64_t end, bool stream) {
   Ev e = ev;
   RepeatInputs in(e, repeat_chunk);
@@ -187,13 +199,13 @@ enum class LineKind {
 // Works on its own copy of the evaluator: a local whose address never escapes, so the
 // compiler keeps its per-line values (reductions, pointers) in registers and hoists what
 // depends only on them (layer norm's rsqrt) out of the vectorized loop.
-template <bool Light, LineKind K, class OutT, int D, class Ev>
-void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& dom,
+template <bool Light, LineKind K, int D, class Out, class Ev>
+void write_lines(Ev const& ev, Out out, Index<D> const& ost, Index<D> const& dom,
                  std::array<bool, D> const& inner, bool contiguous, Read read, bool stream,
                  std::int64_t len, std::int64_t o_begin, std::int64_t o_end) {
   if constexpr (K != LineKind::outputs) {
     if (contiguous && read == Read::repeat)
-      return write_repeating_lines<Light, OutT, D>(ev, out, ost, dom, inner, len, o_begin, o_end, stream);
+      return write_repeating_lines<Light, D>(ev, out, ost, dom, inner, len, o_begin, o_end, stream);
   }
   Ev e = ev;
   Links links;  // the copy's reductions link to each other, shared inputs to their records
@@ -205,6 +217,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
   // The next line's inputs and output are requested while this one is computed: the hardware
   // prefetcher stops at page boundaries, and a line of a few KiB is a page or two. (Short lines
   // would pay more for it than they wait; long ones stream.)
+  using OutT = out_value_t<Out>;
   constexpr std::int64_t out_size = sizeof(OutT);
   bool prefetch = contiguous && len * out_size >= prefetch_min && len * out_size <= prefetch_max;
   bool prefetch_out = prefetch && !stream;  // streamed stores go around the cache
@@ -221,7 +234,7 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
     if constexpr (K != LineKind::outputs) {
       if (contiguous) {
         e.begin_line(idx);
-        OutT* op = out + dot<D>(idx, ost);
+        Out op = out + dot<D>(idx, ost);
         if constexpr (K == LineKind::shared_runs) {
           if (read == Read::shared) {
             store_run<Light, Read::shared>(op, e, 0, len, stream);
@@ -247,8 +260,8 @@ void write_lines(Ev const& ev, OutT* out, Index<D> const& ost, Index<D> const& d
 // `contiguous` says those axes form a trailing block that every input and the output walk
 // as one run, read the way `read` says, its stores streamed when `stream`. Serial kernels
 // never enter an OpenMP region (entering one costs microseconds).
-template <bool Light, LineKind K, class OutT, int D, class Ev>
-void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
+template <bool Light, LineKind K, int D, class Out, class Ev>
+void drive(Out out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
            std::array<bool, D> const& inner, bool contiguous, Read read, bool stream,
            std::int64_t work) {
   std::int64_t len = 1, outer = 1;
@@ -258,7 +271,7 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
 
   if (threads == 1) {
     ev.set_split(false);
-    write_lines<Light, K, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
+    write_lines<Light, K, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
     end_stores(stream);
     return;
   }
@@ -273,7 +286,7 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
       SOLDER_OMP(parallel) {
         auto [b, end] = my_share(len, 16);  // whole cache lines
         if (read == Read::repeat) {
-          write_repeating_share<Light, OutT, D>(ev, out, zero, b, end, stream);
+          write_repeating_share<Light, D>(ev, out, zero, b, end, stream);
         } else {
           Ev e = ev;
           e.begin_line(zero);
@@ -287,13 +300,13 @@ void drive(OutT* out, Index<D> const& ost, Index<D> const& dom, Ev& ev,
   if (outer < threads) {
     // Too few lines to share out: a lone reduction splits its own work instead.
     ev.set_split(true);
-    write_lines<Light, K, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
+    write_lines<Light, K, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, 0, outer);
     end_stores(stream);
   } else {
     ev.set_split(false);
     SOLDER_OMP(parallel) {
       auto [b, end] = my_share(outer, 1);
-      write_lines<Light, K, OutT, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, b, end);
+      write_lines<Light, K, D>(ev, out, ost, dom, inner, contiguous, read, stream, len, b, end);
       end_stores(stream);
     }
   }
@@ -333,15 +346,15 @@ void run_eval(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines, std::
     }
   }  // else: a reduction kernel, one output per line
   std::int64_t const out_bytes = numel_of<D>(dom) * std::int64_t(sizeof(OutT));
-  bool stream = Light && contiguous && out_bytes >= stream_min_bytes();
-  drive<Light, K, OutT, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, stream, work);
+  bool stream = Light && std::is_pointer_v<decltype(out.data())> && contiguous && out_bytes >= stream_min_bytes();
+  drive<Light, K, D>(out.data(), out.strides(), dom, ev, inner, contiguous, read, stream, work);
 }
 
 // A reduction at the kernel's root: one output per line, each folded in prepare().
 template <class OutTensor, class Ev>
 void run_reduce(OutTensor& out, Ev& ev, std::int64_t work) {
   constexpr int D = OutTensor::rank;
-  drive<false, LineKind::outputs, typename OutTensor::value_type, D>(
+  drive<false, LineKind::outputs, D>(
       out.data(), out.strides(), out.shape(), ev, std::array<bool, D>{}, false, Read::plain, false,
       work);
 }
