@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "../backend/results.hpp"
 #include "../core/factories.hpp"
 #include "../expr/contract.hpp"
 #include "../expr/conv.hpp"
@@ -168,8 +171,11 @@ struct BatchNormOptions {
 // shift folded from the running statistics and the affine weights once, by prepare() (after
 // construction, load_state_dict, eval and train), never per call — and being element-wise
 // the fold runs in the epilogue of the convolution before it. In training mode the batch's
-// statistics (biased variance) are computed, the running ones updated as PyTorch does
-// (momentum, unbiased variance), and the same scale-and-shift form applies them.
+// statistics (biased variance) are computed by one assignment of two results from the input
+// stored once, the running ones updated as PyTorch does (momentum,
+// unbiased variance), and the same scale-and-shift form applies them. The forward is const and
+// safe from several threads: the batch's scale and shift are the call's own, and the running
+// statistics are updated under a lock.
 struct BatchNorm2d : Callable<BatchNorm2d> {
   static constexpr bool element_wise = true;
   std::int64_t num_features;
@@ -188,7 +194,7 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
   }
 
   void prepare() {
-    fold(running_mean, running_var);
+    fold(running_mean, running_var, scale, shift);
     derived.clear();
   }
 
@@ -202,7 +208,10 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
     if (training) {
       solder::detail::check(std::is_same_v<D, Host>, "nn::BatchNorm2d(", num_features,
                             "): training mode on sd::Cuda tensors is not supported yet");
-      if constexpr (std::is_same_v<D, Host>) update(x);
+      if constexpr (std::is_same_v<D, Host>) {
+        auto const [s, t] = batch_scale_shift(x);
+        return x * s + t;
+      }
     }
     return x * derived.on<D>(scale, training) + derived.on<D>(shift, training);
   }
@@ -216,27 +225,40 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
   }
 
  private:
-  void fold(Param<1> const& mean, Param<1> const& var) const {
-    float *s = scale.data(), *t = shift.data();
+  template <class Mean, class Var>
+  void fold(Mean const& mean, Var const& var, Param<3> const& into_scale, Param<3> const& into_shift) const {
+    float *s = into_scale.data(), *t = into_shift.data();
     for (std::int64_t c = 0; c < num_features; ++c) {
       double const k = weight.data()[c] / std::sqrt(static_cast<double>(var.data()[c]) + options.eps);
       s[c] = static_cast<float>(k);
       t[c] = static_cast<float>(bias.data()[c] - mean.data()[c] * k);
     }
   }
+  // This batch's scale and shift, and the running statistics updated with its statistics.
   template <class X>
-  void update(X const& x) const {
-    Param<1> mean = solder::mean(x, {0, 2, 3});
-    Param<1> var = solder::var(x, {0, 2, 3}, 0);
+  std::pair<Param<3>, Param<3>> batch_scale_shift(X const& x) const {
+    // The input (a convolution, mostly) stored once: the variance reads it twice and the mean
+    // once, and a break below a reduction would be computed apart from the one a row op shares.
+    auto const input = [&] {
+      if constexpr (TensorType<X>) return x;
+      else return Param<4>(x);
+    }();
+    auto const [mean, var] = solder::eval(solder::mean(input, {0, 2, 3}), solder::var(input, {0, 2, 3}, 0));
     double const n = static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]);
     double const m = options.momentum;
-    for (std::int64_t c = 0; c < num_features; ++c) {
-      running_mean.data()[c] = static_cast<float>((1 - m) * running_mean.data()[c] + m * mean.data()[c]);
-      double const unbiased = n > 1 ? var.data()[c] * n / (n - 1) : var.data()[c];
-      running_var.data()[c] = static_cast<float>((1 - m) * running_var.data()[c] + m * unbiased);
+    {
+      static std::mutex running_update;  // (a few values per channel: one lock for every module)
+      std::lock_guard lock(running_update);
+      for (std::int64_t c = 0; c < num_features; ++c) {
+        running_mean.data()[c] = static_cast<float>((1 - m) * running_mean.data()[c] + m * mean.data()[c]);
+        double const unbiased = n > 1 ? var.data()[c] * n / (n - 1) : var.data()[c];
+        running_var.data()[c] = static_cast<float>((1 - m) * running_var.data()[c] + m * unbiased);
+      }
+      ++num_batches_tracked.data()[0];
     }
-    ++num_batches_tracked.data()[0];
-    fold(mean, var);
+    std::pair<Param<3>, Param<3>> scale_shift{Param<3>(num_features, 1, 1), Param<3>(num_features, 1, 1)};
+    fold(mean, var, scale_shift.first, scale_shift.second);
+    return scale_shift;
   }
 };
 
