@@ -176,6 +176,22 @@ void check_conv(std::int64_t n, std::int64_t cin, std::int64_t h, std::int64_t w
   check_product(run_counted(sd::conv2d(x, wt, options(g))), p, cin / g.groups * kh * kw, what);
 }
 
+// The same convolution over a channels-last input (NHWC strides), stored into a contiguous
+// output and into a channels-last one (nn::materialize keeps its input's format).
+template <class T>
+void check_conv_channels_last(std::int64_t n, std::int64_t cin, std::int64_t h, std::int64_t w, std::int64_t cout,
+                              std::int64_t kh, std::int64_t kw, Geometry const& g, std::string const& what) {
+  auto x = sd::contiguous(ref::uniform<T>(-1, 1, n, cin, h, w), sd::channels_last);
+  REQUIRE(sd::is_contiguous(x, sd::channels_last));
+  auto wt = ref::uniform<T>(-1, 1, cout, cin / g.groups, kh, kw);
+  auto p = conv_ref(ref::of(x), ref::of(wt), g);
+  std::int64_t const k = cin / g.groups * kh * kw;
+  check_product(run_counted(sd::conv2d(x, wt, options(g))), p, k, what + ", into NCHW");
+  auto y = sd::nn::materialize(sd::conv2d(x, wt, options(g)));
+  CHECK(sd::is_contiguous(y, sd::channels_last));
+  check_product(y, p, k, what + ", into NHWC");
+}
+
 }  // namespace
 
 TEST_CASE("conv2d over strides, paddings, dilations, groups and kernel sizes", "[conv]") {
@@ -255,6 +271,92 @@ TEST_CASE("conv2d reads strided and transposed operands, 3-d inputs and padding 
   check_product(valid, conv_ref(ref::of(x), ref::of(w4), {}), 32, "padding=\"valid\"");
 }
 
+TEST_CASE("channels-last tensors: sd::contiguous and sd::is_contiguous with sd::channels_last", "[conv][layout]") {
+  auto x = ref::uniform<float>(-1, 1, 2, 5, 3, 4);
+  auto cl = sd::contiguous(x, sd::channels_last);
+  CHECK(cl.shape() == x.shape());
+  CHECK(cl.strides() == sd::Index<4>{60, 1, 20, 5});
+  CHECK(sd::is_contiguous(cl, sd::channels_last));
+  CHECK(!sd::is_contiguous(cl));
+  CHECK(!sd::is_contiguous(x, sd::channels_last));
+  ref::check_equal(cl, ref::of(x), "contiguous(x, channels_last)");
+  CHECK(sd::contiguous(cl, sd::channels_last).data() == cl.data());  // already so: the tensor itself
+  auto back = sd::contiguous(cl);
+  CHECK(back.is_contiguous());
+  ref::check_equal(back, ref::of(x), "contiguous(channels_last tensor)");
+  auto expr = sd::contiguous(x * 2.f, sd::channels_last);  // an expression, stored channels-last
+  CHECK(sd::is_contiguous(expr, sd::channels_last));
+  ref::check_equal(expr, ref::map([](double v) { return 2 * v; }, ref::of(x)), "contiguous(x * 2, channels_last)");
+  // [N, C, 1, 1] is both, as in PyTorch; so nn::materialize keeps such results contiguous.
+  auto pooled = sd::eval(sd::adaptive_avg_pool2d(cl, 1));
+  CHECK(sd::is_contiguous(pooled));
+  CHECK(sd::is_contiguous(pooled, sd::channels_last));
+  CHECK(sd::is_contiguous(sd::nn::materialize(cl + 1.f), sd::channels_last));
+  CHECK(sd::is_contiguous(sd::nn::materialize(x + 1.f)));
+  CHECK(sd::is_contiguous(sd::nn::materialize(x + 1.f, sd::channels_last), sd::channels_last));
+}
+
+TEST_CASE("depthwise conv2d over channels-last inputs: strides, paddings, dilations, channel tails",
+          "[conv][layout]") {
+  // Channel counts below, at and past the engine's chunk of channels (32 floats, 16 doubles)
+  // with tails; each kernel size with every stride, padding and dilation.
+  int cases = 0;
+  for (std::int64_t c : {3, 17, 32, 70})
+    for (std::int64_t k : {3, 5})
+      for (std::int64_t s : {1, 2})
+        for (std::int64_t pad : {0, 1, 2})
+          for (std::int64_t d : {1, 2}) {
+            std::int64_t const reach = d * (k - 1) + 1;
+            std::int64_t const h = std::max<std::int64_t>(6, reach - 2 * pad + 1), w = h + 3;
+            Geometry const g{s, s, pad, pad, d, d, c};
+            check_conv_channels_last<float>(2, c, h, w, c, k, k, g, conv_name(2, c, h, w, c, k, g));
+            ++cases;
+          }
+  CHECK(cases == 96);
+  check_conv_channels_last<float>(1, 6, 9, 7, 6, 3, 3, {2, 1, 1, 0, 1, 2, 6},
+                                  "depthwise, stride [2, 1], padding [1, 0], dilation [1, 2]");
+  check_conv_channels_last<float>(2, 4, 7, 7, 8, 3, 3, {1, 1, 1, 1, 1, 1, 4}, "depthwise, channel multiplier 2");
+  check_conv_channels_last<double>(2, 17, 8, 9, 17, 3, 3, {2, 2, 1, 1, 1, 1, 17}, "double, depthwise, 17 channels");
+  check_conv_channels_last<float>(8, 144, 14, 14, 144, 3, 3, {1, 1, 1, 1, 1, 1, 144},
+                                  "MobileNetV2's depthwise 3x3 x 144 (threads)");
+}
+
+TEST_CASE("conv2d over channels-last inputs: 1x1 products, kxk patches, groups", "[conv][layout]") {
+  check_conv_channels_last<float>(2, 32, 14, 14, 24, 1, 1, {}, "1x1 (one product over all images)");
+  check_conv_channels_last<float>(1, 32, 14, 13, 24, 1, 1, {2, 2, 0, 0, 1, 1, 1}, "1x1 stride 2");
+  check_conv_channels_last<float>(2, 3, 32, 30, 16, 7, 7, {2, 2, 3, 3, 1, 1, 1}, "ResNet's stem");
+  check_conv_channels_last<float>(2, 16, 20, 20, 40, 3, 3, {1, 1, 1, 1, 1, 1, 1}, "3x3 16 -> 40");
+  check_conv_channels_last<float>(2, 6, 9, 7, 9, 3, 1, {2, 1, 0, 1, 1, 3, 3}, "3x1 kernel, 3 groups");
+  check_conv_channels_last<double>(2, 5, 7, 9, 7, 3, 3, {2, 2, 1, 1, 1, 1, 1}, "double, 3x3 stride 2");
+}
+
+TEST_CASE("a convolution's epilogue over channels-last blocks: batch norm, residual, relu6", "[conv][layout]") {
+  auto x = sd::contiguous(ref::uniform<float>(-1, 1, 2, 37, 9, 11), sd::channels_last);
+  auto w = ref::uniform<float>(-1, 1, 37, 1, 3, 3);
+  auto scale = ref::uniform<float>(0.5, 1.5, 1, 37, 1, 1);
+  auto shift = ref::uniform<float>(-1, 1, 1, 37, 1, 1);
+  auto residual = ref::uniform<float>(-1, 1, 2, 37, 9, 11);
+  auto residual_cl = sd::contiguous(residual, sd::channels_last);
+  auto p = conv_ref(ref::of(x), ref::of(w), {1, 1, 1, 1, 1, 1, 37});
+  Array expect = ref::map([](double v, double s, double c, double r) { return std::clamp(v * s + c + r, 0.0, 6.0); },
+                          p.value, ref::of(scale), ref::of(shift), ref::of(residual));
+  Array escale = ref::map([](double v, double s) { return v * s + 4; }, p.scale, ref::of(scale));
+  auto conv = [&] { return sd::conv2d(x, w, {.padding = 1, .groups = 37}) * scale + shift; };
+  // Every input steps by 1 along C: each pixel's channels are one run.
+  auto e = sd::clamp(conv() + residual_cl, 0.f, 6.f);
+  static_assert(sd::kernel_count<decltype(e)> == 1);
+  auto y = sd::nn::materialize(e);
+  CHECK(sd::is_contiguous(y, sd::channels_last));
+  ref::check_close(y, expect, ref::Tol{4, 0, 16}, "clamp(dwconv * scale + shift + residual, 0, 6), NHWC", &escale);
+  // A residual in NCHW: element by element, the same values.
+  auto mixed = sd::nn::materialize(sd::clamp(conv() + residual, 0.f, 6.f));
+  CHECK(sd::is_contiguous(mixed, sd::channels_last));
+  ref::check_close(mixed, expect, ref::Tol{4, 0, 16}, "... with an NCHW residual", &escale);
+  ref::check_close(run_counted(sd::clamp(conv() + residual_cl, 0.f, 6.f)), expect, ref::Tol{4, 0, 16},
+                   "... into NCHW", &escale);
+  ref::check_close(sd::eager(e), expect, ref::Tol{4, 0, 16}, "eager", &escale);
+}
+
 TEST_CASE("max_pool2d and avg_pool2d with padding, dilation, ceil_mode and divisors", "[conv][pool]") {
   auto x = ref::uniform<float>(-1, 1, 2, 3, 7, 9);
   Array const X = ref::of(x);
@@ -314,6 +416,49 @@ TEST_CASE("adaptive_avg_pool2d to 1, to (2, 3), and to sizes that do not divide 
   }
   auto one = run_counted(sd::adaptive_avg_pool2d(x, 1));
   REQUIRE(one.shape() == sd::Index<4>{2, 3, 1, 1});
+}
+
+TEST_CASE("pools over channels-last inputs: max, avg, adaptive, NaN, channel tails", "[conv][pool][layout]") {
+  auto x = sd::contiguous(ref::uniform<float>(-1, 1, 2, 37, 7, 9), sd::channels_last);  // 32 + a tail of 5
+  Array const X = ref::of(x);
+  for (bool ceil_mode : {false, true})
+    for (std::int64_t s : {1, 2})
+      for (std::int64_t pad : {0, 1})
+        for (std::int64_t d : {1, 2}) {
+          Pool p{3, 2, s, s, pad, pad, d, d, ceil_mode};
+          std::string what = "channels-last max_pool2d 3x2, stride " + std::to_string(s) + ", padding " +
+                             std::to_string(pad) + ", dilation " + std::to_string(d) + (ceil_mode ? ", ceil_mode" : "");
+          auto max = sd::max_pool2d(x, {3, 2}, {.stride = s, .padding = {pad, pad}, .dilation = d, .ceil_mode = ceil_mode});
+          ref::check_equal(run_counted(max), pool_ref(X, p, true), what + ", into NCHW");
+          auto m = sd::nn::materialize(max);
+          CHECK(sd::is_contiguous(m, sd::channels_last));
+          ref::check_equal(m, pool_ref(X, p, true), what + ", into NHWC");
+          if (d > 1) continue;
+          for (bool include : {true, false}) {
+            p.count_include_pad = include;
+            auto a = sd::nn::materialize(sd::avg_pool2d(
+                x, {3, 2}, {.stride = s, .padding = pad, .ceil_mode = ceil_mode, .count_include_pad = include}));
+            check_mean(a, pool_ref(X, p, false), X, 6, what + (include ? "" : ", count_include_pad=false") + " (avg)");
+          }
+        }
+  Pool third{3, 3, 2, 2, 1, 1, 1, 1, true, true, 7};
+  check_mean(sd::nn::materialize(sd::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .ceil_mode = true,
+                                                       .divisor_override = 7})),
+             pool_ref(X, third, false), X, 9, "channels-last avg_pool2d divisor_override=7");
+  auto nan = sd::contiguous(ref::uniform<float>(-1, 1, 1, 3, 4, 4), sd::channels_last);
+  nan.data()[7] = std::numeric_limits<float>::quiet_NaN();  // channel 1 of pixel (0, 2)
+  ref::check_equal(sd::nn::materialize(sd::max_pool2d(nan, 2)), pool_ref(ref::of(nan), {2, 2, 2, 2}, true),
+                   "NaN in a channels-last max_pool2d");
+  struct Size {
+    std::int64_t h, w;
+  };
+  for (Size s : {Size{1, 1}, Size{3, 4}, Size{10, 12}}) {
+    std::int64_t terms = (7 + s.h - 1) / s.h * ((9 + s.w - 1) / s.w) + 2;
+    std::string what = "channels-last adaptive_avg_pool2d to [" + std::to_string(s.h) + ", " + std::to_string(s.w) + "]";
+    check_mean(run_counted(sd::adaptive_avg_pool2d(x, {s.h, s.w})), adaptive_ref(X, s.h, s.w), X, terms, what);
+    check_mean(sd::nn::materialize(sd::adaptive_avg_pool2d(x, {s.h, s.w})), adaptive_ref(X, s.h, s.w), X, terms,
+               what + ", into NHWC");
+  }
 }
 
 TEST_CASE("element-wise maths over a convolution or a pool is its epilogue: one kernel", "[conv][fusion]") {

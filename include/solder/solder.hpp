@@ -31,6 +31,7 @@
 #include "expr/reduce.hpp"
 #include "expr/rows.hpp"
 #include "expr/view.hpp"
+#include "expr/memory_format.hpp"
 #include "expr/contract.hpp"
 #include "expr/conv.hpp"
 #include "expr/attention.hpp"

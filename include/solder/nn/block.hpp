@@ -15,6 +15,7 @@
 
 #include "../backend/assign.hpp"
 #include "../backend/eager.hpp"
+#include "../expr/memory_format.hpp"
 #include "../plan/explain.hpp"
 #include "module.hpp"
 
@@ -54,23 +55,44 @@ void log_block(X const& x) {
 
 // The value of an expression as a tensor of its own (dynamic extents: one block type for every
 // input size); a tensor is returned as it is. Each is a block, and its boundary a *user break*:
-// sd::compile's fullgraph allows it (runtime/compile.hpp).
+// sd::compile's fullgraph allows it (runtime/compile.hpp). A 4-d host result is stored
+// channels-last when `f` asks for it or the expression reads a channels-last tensor
+// (expr/memory_format.hpp: the CNNs' layout, DESIGN.md rule 7).
 template <Lazy X>
-auto materialize(X const& x) {
+auto materialize(X const& x, MemoryFormat f) {
+  using N = node_t<X>;
+  constexpr bool may_be_channels_last = N::rank == 4 && std::is_same_v<typename N::device_type, Host>;
   if constexpr (TensorType<X>) {
+    if constexpr (may_be_channels_last)
+      if (f == channels_last) return contiguous(x, f);
     return x;
   } else {
-    using N = node_t<X>;
     using Result = BasicTensor<solder::detail::canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
                                typename N::device_type>;
     detail::log_block(x);
     solder::detail::Tracer* const traced = solder::detail::tracer();
     if (traced) traced->start();
-    Result r = detail::eager_forward() ? Result(eager(x)) : Result(x);
+    Result r = [&] {
+      if (detail::eager_forward()) return Result(eager(x));
+      if constexpr (may_be_channels_last) {
+        if (f == channels_last || solder::detail::reads_channels_last(as_node(x))) {
+          Result nhwc = solder::detail::empty_channels_last<Result>(x.shape());
+          nhwc = x;
+          return nhwc;
+        }
+      }
+      return Result(x);
+    }();
     if (traced)
       traced->stop_block(std::string(shape_string<N::rank>(r.shape())), dtype_name<typename Result::value_type>());
     return r;
   }
+}
+// (Not a default argument: the one-argument form must stay more constrained than
+// solder::detail::materialize, which argument-dependent lookup also finds.)
+template <Lazy X>
+auto materialize(X const& x) {
+  return materialize(x, contiguous_format);
 }
 
 }  // namespace solder::nn

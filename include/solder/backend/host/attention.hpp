@@ -22,28 +22,16 @@
 #include "../../core/math.hpp"
 #include "../../expr/attention.hpp"
 #include "contract.hpp"
+#include "simd.hpp"
 
 namespace solder::detail::host {
 
 namespace attention {
 
-// The vector registers the tiles live in, and how many of them a tile row holds (AVX2 and
-// narrower have 16 registers: half the tile of AVX-512's 32).
-#if defined(__AVX512F__) && !defined(__CUDA_ARCH__)
-inline constexpr int pack_bytes = 64, tile_packs = 4;
-#elif defined(__AVX__) && !defined(__CUDA_ARCH__)
-inline constexpr int pack_bytes = 32, tile_packs = 2;
-#else
-inline constexpr int pack_bytes = 16, tile_packs = 2;
-#endif
-template <class T>
-struct PackOf {
-  typedef T type __attribute__((vector_size(pack_bytes)));
-};
-template <class T>
-using Pack = typename PackOf<T>::type;
-template <class T>
-inline constexpr int lanes = pack_bytes / static_cast<int>(sizeof(T));
+// The vector registers the tiles live in (simd.hpp), and how many of them a tile row holds
+// (AVX2 and narrower have 16 registers: half the tile of AVX-512's 32).
+using simd::lanes, simd::load, simd::Pack, simd::pack_bytes, simd::store;
+inline constexpr int tile_packs = pack_bytes == 64 ? 4 : 2;
 
 inline constexpr int tile_rows = 4;                     // query rows of a tile
 // bq, the query rows of a task: each key and value block it copies serves that many rows (with
@@ -52,17 +40,6 @@ inline constexpr int tile_rows = 4;                     // query rows of a tile
 inline constexpr std::int64_t max_block_rows = 128, min_block_rows = 16;
 inline constexpr std::int64_t block_keys = 64;          // bk: keys of a block
 inline constexpr std::int64_t parallel_work = 1 << 18;  // multiply-adds: below, one thread
-
-template <class T>
-SOLDER_INLINE Pack<T> load(T const* p) {
-  Pack<T> v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class T>
-SOLDER_INLINE void store(T* p, Pack<T> v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // s[r][0 .. NV packs) = sum over e < n of a[r * lda + e] * b[e * ldb + ...] for tile_rows rows:
 // the accumulators stay in registers for the whole sum.

@@ -29,6 +29,7 @@
 
 #include "../../expr/conv.hpp"
 #include "contract.hpp"
+#include "simd.hpp"
 
 namespace solder::detail::host {
 
@@ -50,16 +51,38 @@ Planes<typename TT::value_type> planes(TT const& t) {
           R == 4 ? st[0] : 0, st[R - 3], st[R - 2], st[R - 1]};
 }
 
-// Receives blocks of the output: `channels` planes of image n, channel c0 + k's pixels
-// [p0, p0 + len) at v + k * ldv.
+// Receives blocks of the output in one of two forms, each stored by a function of the kernel's
+// epilogue (store_planes, store_pixels; `ctx` is theirs):
+//   planes: `channels` planes of image n, channel c0 + k's pixels [p0, p0 + len) at v + k * ldv;
+//   pixels: pixels [p0, p0 + len) of image n, pixel p0 + i's channels [c0, c0 + channels) at
+//           v + i * ldv (the GEMM's blocks, the channels-last engines').
+// A channels-last output (NHWC strides) takes pixel blocks as they are; into any other, pixels
+// go transposed a tile at a time, as planes.
 template <class T>
 struct Sink {
-  void (*store)(void* ctx, std::int64_t n, std::int64_t c0, std::int64_t channels, std::int64_t p0,
-                std::int64_t len, T const* v, std::int64_t ldv);
+  using Store = void (*)(void* ctx, std::int64_t n, std::int64_t c0, std::int64_t channels, std::int64_t p0,
+                         std::int64_t len, T const* v, std::int64_t ldv);
+  Store store_planes, store_pixels;
   void* ctx;
-  void operator()(std::int64_t n, std::int64_t c0, std::int64_t channels, std::int64_t p0, std::int64_t len,
-                  T const* v, std::int64_t ldv) const {
-    store(ctx, n, c0, channels, p0, len, v, ldv);
+  bool channels_last;
+  void planes(std::int64_t n, std::int64_t c0, std::int64_t channels, std::int64_t p0, std::int64_t len, T const* v,
+              std::int64_t ldv) const {
+    store_planes(ctx, n, c0, channels, p0, len, v, ldv);
+  }
+  void pixels(std::int64_t n, std::int64_t c0, std::int64_t channels, std::int64_t p0, std::int64_t len, T const* v,
+              std::int64_t ldv) const {
+    if (channels_last) return store_pixels(ctx, n, c0, channels, p0, len, v, ldv);
+    constexpr std::int64_t tile_pixels = 256, tile_channels = 16;
+    alignas(64) T tile[tile_pixels * tile_channels];
+    for (std::int64_t i0 = 0; i0 < len; i0 += tile_pixels) {
+      std::int64_t const m = std::min(tile_pixels, len - i0);
+      for (std::int64_t q0 = 0; q0 < channels; q0 += tile_channels) {
+        std::int64_t const nc = std::min(tile_channels, channels - q0);
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t q = 0; q < nc; ++q) tile[q * m + i] = v[(i0 + i) * ldv + q0 + q];
+        store_planes(ctx, n, c0 + q0, nc, p0 + i0, m, tile, m);
+      }
+    }
   }
 };
 
@@ -174,23 +197,15 @@ struct GemmBlocks {
 };
 
 // gemm::Epilogue: block [i0, i0 + mt) x [j0, j0 + nt) of batch b (c[r * ldc + q]), to the sink
-// a tile of pixels x channels at a time, transposed (pixels contiguous), each tile within one
-// image.
+// as pixel blocks, each within one image.
 template <class T>
 void store_gemm_block(void* ctx, std::int64_t b, std::int64_t i0, std::int64_t j0, std::int64_t mt,
                       std::int64_t nt, T const* c, std::int64_t ldc) {
   auto const& g = *static_cast<GemmBlocks<T> const*>(ctx);
-  constexpr std::int64_t tile_pixels = 256, tile_channels = 16;
-  alignas(64) T tile[tile_pixels * tile_channels];
   for (std::int64_t r = 0; r < mt;) {
     std::int64_t const row = g.row_bs * b + i0 + r, n = row / g.pixels, p = row % g.pixels;
-    std::int64_t const len = std::min({tile_pixels, mt - r, g.pixels - p});
-    for (std::int64_t q0 = 0; q0 < nt; q0 += tile_channels) {
-      std::int64_t const nc = std::min(tile_channels, nt - q0);
-      for (std::int64_t i = 0; i < len; ++i)
-        for (std::int64_t q = 0; q < nc; ++q) tile[q * len + i] = c[(r + i) * ldc + q0 + q];
-      g.sink(n, g.col_bs * b + j0 + q0, nc, p, len, tile, len);
-    }
+    std::int64_t const len = std::min(mt - r, g.pixels - p);
+    g.sink.pixels(n, g.col_bs * b + j0, nt, p, len, c + r * ldc, ldc);
     r += len;
   }
 }
@@ -219,23 +234,167 @@ void depthwise(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std:
         }
       }
     }
-    sink(n, co, 1, y0 * ow, (y1 - y0) * ow, buf, 0);
+    sink.planes(n, co, 1, y0 * ow, (y1 - y0) * ow, buf, 0);
   });
+}
+
+// Whether x's channels are its innermost axis (channels-last, PyTorch's NHWC strides): then the
+// engines read runs of channels.
+template <class T>
+bool channels_innermost(Planes<T> const& x) {
+  return x.c > 1 && x.sc == 1 && (x.w == 1 || x.sw >= x.c) && (x.h == 1 || x.sh >= x.w * x.sw);
+}
+
+// The windows of channels-last x, vectorized over channels: a task is one output row of one
+// image, stored as one pixel block of all channels (pixel ox's at buf + ox * C), computed a
+// chunk of channels (two vector registers) at a time. Each pixel folds its window's taps into
+// accumulators along the chunk: fold(acc, x's channels at the tap, tap number a * kW + b, c0, m),
+// then finish(acc, y, ox, m); `m`, the chunk's length, is a compile-time constant for whole
+// chunks. interior(out, n, y, c0, cc, lo, hi) may first compute the pixels from lo on (up to
+// hi: those whose every tap column lies inside x) of channels [c0, c0 + cc), pixel ox's at
+// out + ox * C, and returns where it stopped. Threads share the rows statically.
+template <class T>
+inline constexpr std::int64_t channel_chunk = 2 * simd::lanes<T>;
+template <class T, class Fold, class Finish, class Interior>
+void windows_channels_last(Planes<T> const& x, Window2d const& win, std::int64_t oh, std::int64_t ow, T init,
+                           Sink<T> const& sink, Fold const& fold, Finish const& finish, Interior const& interior) {
+  std::int64_t const C = x.c, tasks = x.n * oh;
+  if (tasks == 0 || C == 0 || ow == 0) return;
+  constexpr std::int64_t chunk = channel_chunk<T>;
+  std::vector<std::array<std::int64_t, 2>> inside_b;  // per tap column b: the output columns that read inside x
+  std::int64_t lo = 0, hi = ow;                        // the columns whose every tap column does
+  for (std::int64_t b = 0; b < win.kw; ++b) {
+    inside_b.push_back(inside(b * win.dw - win.pw, win.sw, x.w, ow));
+    lo = std::max(lo, inside_b.back()[0]), hi = std::min(hi, inside_b.back()[1]);
+  }
+  [[maybe_unused]] bool const parallel =
+      x.n * C * oh * ow * win.kh * win.kw >= parallel_threshold && tasks > 1 && get_num_threads() > 1;
+  SOLDER_OMP(parallel if(parallel)) {
+    std::vector<T> buffer(static_cast<std::size_t>(ow * C));
+    SOLDER_OMP(for schedule(static))
+    for (std::int64_t t = 0; t < tasks; ++t) {
+      std::int64_t const n = t / oh, y = t % oh;
+      for (std::int64_t c0 = 0; c0 < C; c0 += chunk) {
+        std::int64_t const cc = std::min(chunk, C - c0);
+        T* out = buffer.data() + c0;
+        auto pixel = [&](std::int64_t ox, auto m) {
+          T acc[chunk];
+          std::fill_n(acc, chunk, init);
+          for (std::int64_t a = 0; a < win.kh; ++a) {
+            std::int64_t const iy = y * win.sh - win.ph + a * win.dh;
+            if (iy < 0 || iy >= x.h) continue;
+            T const* src = x.data + n * x.sn + iy * x.sh + c0;
+            for (std::int64_t b = 0; b < win.kw; ++b)
+              if (ox >= inside_b[b][0] && ox < inside_b[b][1])
+                fold(acc, src + (ox * win.sw + b * win.dw - win.pw) * x.sw, a * win.kw + b, c0, m);
+          }
+          finish(acc, y, ox, m);
+          std::copy(acc, acc + std::int64_t(m), out + ox * C);
+        };
+        std::int64_t const stop = lo < hi ? interior(out, n, y, c0, cc, lo, hi) : lo;
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          if (ox >= lo && ox < stop) continue;
+          if (cc == chunk) pixel(ox, std::integral_constant<std::int64_t, chunk>{});
+          else pixel(ox, cc);
+        }
+      }
+      sink.pixels(n, 0, C, y * ow, ow, buffer.data(), C);
+    }
+  }
+}
+
+// Depthwise's pixels [ox, ox + P) over NV vector registers of channels, from x's pixel ox at xp
+// (a step of xstep to the next pixel): P * NV accumulators in registers, each tap's weights
+// read once for the P pixels. Tap t: x at xp + x_off[t], its weights at w[t]. Pixel p's
+// channels go to out + p * ldo.
+template <int P, int NV, class T>
+SOLDER_INLINE void depthwise_tile(T const* xp, std::int64_t xstep, std::int64_t const* x_off, T const* const* w,
+                                  std::int64_t taps, T* out, std::int64_t ldo) {
+  using V = simd::Pack<T>;
+  constexpr int L = simd::lanes<T>;
+  V acc[P][NV] = {};
+  for (std::int64_t t = 0; t < taps; ++t) {
+    V wv[NV];
+    for (int k = 0; k < NV; ++k) wv[k] = simd::load(w[t] + k * L);
+    T const* s = xp + x_off[t];
+    SOLDER_GEMM_UNROLL(8)
+    for (int p = 0; p < P; ++p)
+      for (int k = 0; k < NV; ++k) acc[p][k] += wv[k] * simd::load(s + p * xstep + k * L);
+  }
+  for (int p = 0; p < P; ++p)
+    for (int k = 0; k < NV; ++k) simd::store(out + p * ldo + k * L, acc[p][k]);
+}
+
+// Depthwise over channels-last x, one output channel per input channel. The taps are first laid
+// out [kH * kW, C] so that a tap's weights are a run too (a copy of C * kH * kW values per call,
+// small beside the convolution). Interior pixels go four at a time through depthwise_tile, over
+// chunks of one or two whole registers.
+template <class T>
+void depthwise_channels_last(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::int64_t oh,
+                             std::int64_t ow, Sink<T> const& sink) {
+  std::int64_t const C = x.c, taps = win.kh * win.kw;
+  std::vector<T> wt(static_cast<std::size_t>(taps * C));
+  for (std::int64_t c = 0; c < C; ++c)
+    for (std::int64_t a = 0; a < win.kh; ++a)
+      for (std::int64_t b = 0; b < win.kw; ++b)
+        wt[static_cast<std::size_t>((a * win.kw + b) * C + c)] = w.plane(c, 0)[a * w.sh + b * w.sw];
+  auto fold = [&](T* acc, T const* xv, std::int64_t tap, std::int64_t c0, auto m) {
+    T const* wv = wt.data() + tap * C + c0;
+    SOLDER_SIMD
+    for (std::int64_t c = 0; c < m; ++c) acc[c] += wv[c] * xv[c];
+  };
+  auto interior = [&](T* out, std::int64_t n, std::int64_t y, std::int64_t c0, std::int64_t cc, std::int64_t lo,
+                      std::int64_t hi) {
+    constexpr int L = simd::lanes<T>;
+    if (cc != L && cc != 2 * L) return lo;
+    std::vector<std::int64_t> x_off;  // the taps of row y that lie in x: x's offset from the pixel, the weights
+    std::vector<T const*> w_of;
+    for (std::int64_t a = 0; a < win.kh; ++a) {
+      std::int64_t const iy = y * win.sh - win.ph + a * win.dh;
+      if (iy < 0 || iy >= x.h) continue;
+      for (std::int64_t b = 0; b < win.kw; ++b) {
+        x_off.push_back(iy * x.sh + (b * win.dw - win.pw) * x.sw);
+        w_of.push_back(wt.data() + (a * win.kw + b) * C + c0);
+      }
+    }
+    std::int64_t const xstep = win.sw * x.sw, count = static_cast<std::int64_t>(x_off.size());
+    T const* base = x.data + n * x.sn + c0;
+    auto pixels = [&](auto tile) {
+      std::int64_t ox = lo;
+      for (; ox + 4 <= hi; ox += 4) tile(4, ox);
+      for (; ox < hi; ++ox) tile(1, ox);
+    };
+    auto run = [&]<int NV>() {
+      pixels([&](int p, std::int64_t ox) {
+        if (p == 4) depthwise_tile<4, NV>(base + ox * xstep, xstep, x_off.data(), w_of.data(), count, out + ox * C, C);
+        else depthwise_tile<1, NV>(base + ox * xstep, xstep, x_off.data(), w_of.data(), count, out + ox * C, C);
+      });
+    };
+    if (cc == 2 * L) run.template operator()<2>();
+    else run.template operator()<1>();
+    return hi;
+  };
+  windows_channels_last(x, win, oh, ow, T(0), sink, fold, [](T*, std::int64_t, std::int64_t, auto) {}, interior);
 }
 
 // `pre`: the weight packed ahead of time, for the products (a weight read in place only).
 template <class T>
 void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::int64_t groups, std::int64_t oh,
             std::int64_t ow, Sink<T> const& sink, gemm::Prepacked<T> pre = {}) {
-  if (groups == x.c && groups > 1) return depthwise(x, w, win, oh, ow, sink);
+  if (groups == x.c && groups > 1) {
+    if (w.n == x.c && channels_innermost(x)) return depthwise_channels_last(x, w, win, oh, ow, sink);
+    return depthwise(x, w, win, oh, ow, sink);
+  }
   std::int64_t const pixels = oh * ow, cout = w.n / groups, k = w.c * w.h * w.w;
   bool const pointwise = w.h == 1 && w.w == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 && win.pw == 0 &&
                          groups == 1 && (x.h == 1 || x.sh == x.w * x.sw);
-  if (pointwise) {  // x of image n as [pixels, C_in]: a plain product per image
-    GemmBlocks<T> blocks{sink, pixels, pixels, 0};
+  if (pointwise) {  // x of image n as [pixels, C_in]: a plain product per image, or one for all
     gemm::Left<T> left;
     left.memory = {x.data, x.sw, x.sc, x.sn};
-    gemm::run<T>({x.n, pixels, cout, k}, left, {w.data, w.sc, w.sn, 0}, {&store_gemm_block<T>, &blocks}, pre);
+    std::int64_t batch = x.n, m = pixels;
+    if (x.n == 1 || x.sn == pixels * x.sw) batch = 1, m = x.n * pixels, left.memory.bs = 0;  // (NHWC: all images)
+    GemmBlocks<T> blocks{sink, pixels, m, 0};
+    gemm::run<T>({batch, m, cout, k}, left, {w.data, w.sc, w.sn, 0}, {&store_gemm_block<T>, &blocks}, pre);
     return;
   }
   // W^T read in place needs w's [C_in/g, kH, kW] as one run; else a contiguous copy (rare: a
@@ -262,9 +421,44 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
 
 // ---- pools ----------------------------------------------------------------------------------
 
+// avg_pool2d's divisor at output (y, ox), PyTorch's: the window clipped to the padded input, or
+// to the input without count_include_pad, or divisor_override.
+inline std::int64_t avg_divisor(PoolParams const& p, std::int64_t h, std::int64_t w, std::int64_t y, std::int64_t ox) {
+  if (p.divisor) return p.divisor;
+  auto const& win = p.win;
+  std::int64_t const y0 = y * win.sh - win.ph, y1 = std::min(y0 + win.kh, h + win.ph);
+  std::int64_t const x0 = ox * win.sw - win.pw, x1 = std::min(x0 + win.kw, w + win.pw);
+  if (p.count_include_pad) return (y1 - y0) * (x1 - x0);
+  return (std::min(y1, h) - std::max<std::int64_t>(y0, 0)) * (std::min(x1, w) - std::max<std::int64_t>(x0, 0));
+}
+
+// max_pool2d and avg_pool2d over channels-last x: windows_channels_last's vectors of channels.
+template <PoolKind K, class T>
+void pool2d_channels_last(Planes<T> const& x, PoolParams const& p, std::int64_t oh, std::int64_t ow,
+                          Sink<T> const& sink) {
+  T const init = K == PoolKind::max ? -std::numeric_limits<T>::infinity() : T(0);
+  windows_channels_last(
+      x, p.win, oh, ow, init, sink,
+      [](T* acc, T const* xv, std::int64_t, std::int64_t, auto m) {
+        SOLDER_SIMD
+        for (std::int64_t c = 0; c < m; ++c) {
+          if constexpr (K == PoolKind::max) acc[c] = (xv[c] > acc[c]) | (xv[c] != xv[c]) ? xv[c] : acc[c];  // NaN wins
+          else acc[c] += xv[c];
+        }
+      },
+      [&](T* acc, std::int64_t y, std::int64_t ox, auto m) {
+        if constexpr (K == PoolKind::avg) {
+          T const d = static_cast<T>(avg_divisor(p, x.h, x.w, y, ox));
+          for (std::int64_t c = 0; c < m; ++c) acc[c] /= d;
+        }
+      },
+      [](T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t lo, std::int64_t) { return lo; });
+}
+
 // max_pool2d and avg_pool2d: per output row, tap by tap, each tap's valid columns at once.
 template <PoolKind K, class T>
 void pool2d(Planes<T> const& x, PoolParams const& p, std::int64_t oh, std::int64_t ow, Sink<T> const& sink) {
+  if (channels_innermost(x)) return pool2d_channels_last<K>(x, p, oh, ow, sink);
   auto const& w = p.win;
   for_row_blocks<T>(x.n, x.c, oh, ow, x.n * x.c * oh * ow * w.kh * w.kw,
                     [&](T* buf, std::int64_t n, std::int64_t c, std::int64_t y0, std::int64_t y1) {
@@ -285,26 +479,46 @@ void pool2d(Planes<T> const& x, PoolParams const& p, std::int64_t oh, std::int64
           });
         }
       }
-      if constexpr (K == PoolKind::avg) {  // PyTorch's divisor: the window clipped to the padded input, or the input
-        std::int64_t const y_0 = y * w.sh - w.ph, y_1 = std::min(y_0 + w.kh, x.h + w.ph);
-        std::int64_t const rows =
-            p.count_include_pad ? y_1 - y_0 : std::min(y_1, x.h) - std::max<std::int64_t>(y_0, 0);
-        for (std::int64_t ox = 0; ox < ow; ++ox) {
-          std::int64_t const x_0 = ox * w.sw - w.pw, x_1 = std::min(x_0 + w.kw, x.w + w.pw);
-          std::int64_t const cols =
-              p.count_include_pad ? x_1 - x_0 : std::min(x_1, x.w) - std::max<std::int64_t>(x_0, 0);
-          acc[ox] /= static_cast<T>(p.divisor ? p.divisor : rows * cols);
-        }
-      }
+      if constexpr (K == PoolKind::avg)
+        for (std::int64_t ox = 0; ox < ow; ++ox) acc[ox] /= static_cast<T>(avg_divisor(p, x.h, x.w, y, ox));
     }
-    sink(n, c, 1, y0 * ow, (y1 - y0) * ow, buf, 0);
+    sink.planes(n, c, 1, y0 * ow, (y1 - y0) * ow, buf, 0);
   });
 }
 
 // adaptive_avg_pool2d: output (y, ox) averages rows [y * H / OH, ceil((y + 1) * H / OH)) and
 // the columns likewise.
+// Over channels-last x: per (image, output row), each output's window summed in a run of all
+// channels at once, in the same order as the planes' loop (the same values).
 template <class T>
 void adaptive_avg_pool2d(Planes<T> const& x, std::int64_t oh, std::int64_t ow, Sink<T> const& sink) {
+  if (channels_innermost(x)) {
+    [[maybe_unused]] bool const parallel = x.n * x.c * x.h * x.w >= parallel_threshold && x.n * oh > 1 &&
+                                           get_num_threads() > 1;
+    SOLDER_OMP(parallel if(parallel)) {
+      std::vector<T> buf(static_cast<std::size_t>(ow * x.c));
+      SOLDER_OMP(for schedule(static))
+      for (std::int64_t t = 0; t < x.n * oh; ++t) {
+        std::int64_t const n = t / oh, y = t % oh;
+        std::int64_t const r0 = y * x.h / oh, r1 = ((y + 1) * x.h + oh - 1) / oh;
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          std::int64_t const c0 = ox * x.w / ow, c1 = ((ox + 1) * x.w + ow - 1) / ow;
+          T* sum = buf.data() + ox * x.c;
+          std::fill(sum, sum + x.c, T(0));
+          for (std::int64_t r = r0; r < r1; ++r)
+            for (std::int64_t q = c0; q < c1; ++q) {
+              T const* v = x.data + n * x.sn + r * x.sh + q * x.sw;
+              SOLDER_SIMD
+              for (std::int64_t c = 0; c < x.c; ++c) sum[c] += v[c];
+            }
+          T const count = static_cast<T>((r1 - r0) * (c1 - c0));
+          for (std::int64_t c = 0; c < x.c; ++c) sum[c] /= count;
+        }
+        sink.pixels(n, 0, x.c, y * ow, ow, buf.data(), x.c);
+      }
+    }
+    return;
+  }
   for_row_blocks<T>(x.n, x.c, oh, ow, x.n * x.c * x.h * x.w,
                     [&](T* buf, std::int64_t n, std::int64_t c, std::int64_t y0, std::int64_t y1) {
     T const* src = x.plane(n, c);
@@ -318,18 +532,20 @@ void adaptive_avg_pool2d(Planes<T> const& x, std::int64_t oh, std::int64_t ow, S
         buf[(y - y0) * ow + ox] = sum / static_cast<T>((r1 - r0) * (c1 - c0));
       }
     }
-    sink(n, c, 1, y0 * ow, (y1 - y0) * ow, buf, 0);
+    sink.planes(n, c, 1, y0 * ow, (y1 - y0) * ow, buf, 0);
   });
 }
 
 }  // namespace conv
 
-// ---- the epilogue ---------------------------------------------------------------------------
+// ---- the epilogue ----------------------------------------------------------------------------
 
-// The kernel's element-wise rest over blocks of a [.., C, OH, OW] anchor. `from` is the first
-// axis of the runs it writes: D - 2 when the inputs and the output walk whole planes as one
-// run, D - 1 for rows, D for element by element; `repeat`: some input repeats one value along
-// a run (a per-channel [1, C, 1, 1]) and is read from a buffer (Read::repeat).
+// The kernel's element-wise rest over blocks of a [.., C, OH, OW] anchor. Planes: `from` is the
+// first axis of the runs it writes: D - 2 when the inputs and the output walk whole planes as
+// one run, D - 1 for rows, D for element by element; `repeat`: some input repeats one value
+// along a run (a per-channel [1, C, 1, 1]) and is read from a buffer (Read::repeat). Pixels:
+// `channel_runs` when the output and every input step by 1 along C (channels-last tensors, and
+// per-channel ones), so that a pixel's channels are one run; else element by element.
 template <class Ev, class OutT, int D>
 struct PlaneEpilogue {
   Ev const* ev;
@@ -337,7 +553,22 @@ struct PlaneEpilogue {
   Index<D> ost;
   std::int64_t ow;
   int from;
-  bool repeat;
+  bool repeat, channel_runs;
+};
+
+// Places the TileEval on a pixel block: channel +1, pixel (a step along OW) +ldv.
+template <class T, int D>
+struct PixelBlock {
+  T const* v;
+  std::int64_t ldv, ow;
+  Index<D> const& origin;
+  void tile(TileEval<T, D>& t) const {
+    t.base = v;
+    t.st = {};
+    t.st[D - 3] = 1, t.st[D - 2] = ow * ldv, t.st[D - 1] = ldv;
+    t.step = 1;
+    t.off = dot<D>(origin, t.st);
+  }
 };
 
 template <class T, class Ev, class OutTensor>
@@ -345,7 +576,12 @@ PlaneEpilogue<Ev, typename OutTensor::value_type, OutTensor::rank> plane_epilogu
   constexpr int D = OutTensor::rank;
   Index<D> const& dom = out.shape();
   Index<D> const zero{};
-  BlockSetter<T, D> strides{nullptr, dom[D - 1], D - 2, D - 1, zero};  // a block's, for the checks below
+  PixelBlock<T, D> pixels{nullptr, 1, dom[D - 1], zero};  // a pixel block's strides, for the check below
+  ev.link(pixels);
+  Index<D> channels = dom;  // runs along C alone
+  channels[D - 2] = channels[D - 1] = 1;
+  bool const channel_runs = (dom[D - 3] == 1 || out.strides()[D - 3] == 1) && ev.contiguous(D - 3, channels);
+  BlockSetter<T, D> strides{nullptr, dom[D - 1], D - 2, D - 1, zero};  // a plane block's
   ev.link(strides);
   auto first_axis = [&](auto walks) {
     int from = D;
@@ -354,10 +590,10 @@ PlaneEpilogue<Ev, typename OutTensor::value_type, OutTensor::rank> plane_epilogu
   };
   int const plain = first_axis([&](int a) { return ev.contiguous(a, dom); });
   int const any = first_axis([&](int a) { return ev.runs(a, dom); });
-  return {&ev, out.data(), out.strides(), dom[D - 1], any, any < plain};
+  return {&ev, out.data(), out.strides(), dom[D - 1], any, any < plain, channel_runs};
 }
 
-// conv::Sink: the kernel's expression over a block, stored into the output.
+// conv::Sink's planes: the kernel's expression over a block, stored into the output.
 template <class Ev, class OutT, int D, class T>
 void store_planes(void* ctx, std::int64_t n, std::int64_t c0, std::int64_t channels, std::int64_t p0,
                   std::int64_t len, T const* v, std::int64_t ldv) {
@@ -394,6 +630,37 @@ void store_planes(void* ctx, std::int64_t n, std::int64_t c0, std::int64_t chann
   }
 }
 
+// conv::Sink's pixels: a pixel's channels as one run where they are (channel_runs).
+template <class Ev, class OutT, int D, class T>
+void store_pixels(void* ctx, std::int64_t n, std::int64_t c0, std::int64_t channels, std::int64_t p0,
+                  std::int64_t len, T const* v, std::int64_t ldv) {
+  auto const& r = *static_cast<PlaneEpilogue<Ev, OutT, D> const*>(ctx);
+  Ev e = *r.ev;
+  Index<D> idx{};
+  if constexpr (D == 4) idx[0] = n;
+  idx[D - 3] = c0, idx[D - 2] = p0 / r.ow, idx[D - 1] = p0 % r.ow;
+  PixelBlock<T, D> block{v, ldv, r.ow, idx};
+  e.link(block);
+  for (std::int64_t p = p0; p < p0 + len; ++p) {
+    idx[D - 3] = c0, idx[D - 2] = p / r.ow, idx[D - 1] = p % r.ow;
+    if (r.channel_runs) {
+      e.begin_line(idx);
+      write_run<Read::plain>(r.out + dot<D>(idx, r.ost), e, 0, channels);
+    } else {
+      for (std::int64_t q = 0; q < channels; ++q, ++idx[D - 3])
+        r.out[dot<D>(idx, r.ost)] = static_cast<OutT>(e.at(idx));
+    }
+  }
+}
+
+// The sink of a kernel's epilogue: pixel blocks stored as they are where the output is
+// channels-last.
+template <class T, class Ev, class OutT, int D>
+conv::Sink<T> image_sink(PlaneEpilogue<Ev, OutT, D>& epilogue) {
+  return {&store_planes<Ev, OutT, D, T>, &store_pixels<Ev, OutT, D, T>, &epilogue,
+          epilogue.channel_runs && epilogue.ost[D - 3] == 1};
+}
+
 template <class X, class W>
 struct AnchorEngine<Conv2d<X, W>> {
   template <class OutTensor, class Ev>
@@ -403,7 +670,7 @@ struct AnchorEngine<Conv2d<X, W>> {
     auto const x = in_memory(anchor.x);
     auto const w = in_memory(anchor.w);
     auto epilogue = plane_epilogue<T>(ev, out);
-    conv::Sink<T> const sink{&store_planes<Ev, typename OutTensor::value_type, D, T>, &epilogue};
+    conv::Sink<T> const sink = image_sink<T>(epilogue);
     PackSource source{anchor.w_pack.get(), w.storage()};
     conv::conv2d<T>(conv::planes(x), conv::planes(w), anchor.win, anchor.groups, out.shape()[D - 2],
                     out.shape()[D - 1], sink, prepacked<T>(source));
@@ -418,7 +685,7 @@ struct AnchorEngine<Pool2d<K, X>> {
     using T = typename Pool2d<K, X>::value_type;
     auto const x = in_memory(anchor.x);
     auto epilogue = plane_epilogue<T>(ev, out);
-    conv::Sink<T> const sink{&store_planes<Ev, typename OutTensor::value_type, D, T>, &epilogue};
+    conv::Sink<T> const sink = image_sink<T>(epilogue);
     std::int64_t const oh = out.shape()[D - 2], ow = out.shape()[D - 1];
     if constexpr (K == PoolKind::adaptive_avg) conv::adaptive_avg_pool2d<T>(conv::planes(x), oh, ow, sink);
     else conv::pool2d<K, T>(conv::planes(x), anchor.params, oh, ow, sink);

@@ -3,7 +3,9 @@
 // arithmetic (_make_divisible). Every convolution is one kernel with its BatchNorm, ReLU6 and
 // (an InvertedResidual's last, when stride is 1 and the width is kept) residual add in its
 // epilogue; blocks take and return materialized tensors, so each is compiled once. The default
-// model's forward is 54 kernels: 52 convolutions, the average pool and the classifier.
+// model's forward is 54 kernels: 52 convolutions, the average pool and the classifier. On the
+// host its activations are channels-last from the stem's output to the pool (NHWC strides:
+// the depthwise convolutions vectorize over channels, the 1x1 ones are plain products).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -128,7 +130,7 @@ struct MobileNetV2 : nn::Callable<MobileNetV2> {
   template <Lazy X>
   auto forward(X const& x) const {
     Tensor<float, 4, nn::device_of<X>> h = nn::materialize(x);  // one kernel type for any input type
-    h = nn::materialize(features.stem(h));
+    h = nn::materialize(features.stem(h), channels_last);  // and every block after it (rule 7)
     for (InvertedResidual const& block : features.blocks) h = block(h);
     h = nn::materialize(features.last(h));
     return classifier(flatten<1>(adaptive_avg_pool2d(h, 1)));
