@@ -328,6 +328,14 @@ TEST_CASE("conv2d over channels-last inputs: 1x1 products, kxk patches, groups",
   check_conv_channels_last<float>(2, 16, 20, 20, 40, 3, 3, {1, 1, 1, 1, 1, 1, 1}, "3x3 16 -> 40");
   check_conv_channels_last<float>(2, 6, 9, 7, 9, 3, 1, {2, 1, 0, 1, 1, 3, 3}, "3x1 kernel, 3 groups");
   check_conv_channels_last<double>(2, 5, 7, 9, 7, 3, 3, {2, 2, 1, 1, 1, 1, 1}, "double, 3x3 stride 2");
+  // A module's weight: reordered and packed once, kept in its cache; the same values each call.
+  sd::nn::Conv2d conv(16, 24, 3, {.padding = 1, .bias = false});
+  auto x = sd::contiguous(ref::uniform<float>(-1, 1, 2, 16, 10, 10), sd::channels_last);
+  auto p = conv_ref(ref::of(x), ref::of(conv.weight), {1, 1, 1, 1});
+  for (int call = 0; call < 2; ++call)
+    check_product(sd::nn::materialize(conv(x)), p, 144, "nn::Conv2d over NHWC, call " + std::to_string(call));
+  check_product(sd::nn::materialize(conv(sd::contiguous(x))), p, 144, "the same module over NCHW");
+  check_product(sd::nn::materialize(conv(x)), p, 144, "and over NHWC again");
 }
 
 TEST_CASE("a convolution's epilogue over channels-last blocks: batch norm, residual, relu6", "[conv][layout]") {

@@ -137,7 +137,8 @@ struct ResNet : nn::Callable<ResNet<Block>> {
   template <Lazy X>
   auto forward(X const& x) const {
     Tensor<float, 4, nn::device_of<X>> h = nn::materialize(x);  // one kernel type for any input type
-    h = nn::materialize(maxpool(detail::conv_bn_relu(conv1, bn1, h)));
+    h = nn::materialize(relu(bn1(conv1(h))), channels_last);  // and every block after it (rule 7)
+    h = nn::materialize(maxpool(h));
     for (auto const& layer : layers)
       for (Block const& block : layer) h = block(h);
     return fc(flatten<1>(avgpool(h)));  // the flatten is a view of avgpool's result
