@@ -286,14 +286,27 @@ struct score_parts<Map<ops::Div, Contract<Q, B>, Scalar<T>>> : score_parts<Contr
   static Contract<Q, B> const& product(auto const& x) { return x.template child<0>(); }
   static double scale(auto const& x) { return 1 / static_cast<double>(x.template child<1>().value); }
 };
+// scores + mask or mask + scores. Which side is which, and whether the sum is scores at all, is
+// decided first: a sum that is not (softmax(x + y), softmax(x + 1.f)) must stay an ordinary sum,
+// so the parts that only scores have are declared only where it is.
 template <class L, class R>
-struct score_parts<Map<ops::Add, L, R>> {
+struct masked_score_sides {
   static constexpr bool left = score_parts<L>::value && !score_parts<L>::masked;  // L + mask, else mask + R
   using Unmasked = std::conditional_t<left, L, R>;
   using Mask = std::conditional_t<left, R, L>;
   static constexpr bool value = score_parts<Unmasked>::value && !score_parts<Unmasked>::masked &&
                                 Mask::kind != NodeKind::scalar && Mask::rank <= Unmasked::rank &&
                                 std::is_same_v<typename Mask::value_type, typename Unmasked::value_type>;
+};
+template <class L, class R, bool = masked_score_sides<L, R>::value>
+struct masked_score_parts {
+  static constexpr bool value = false, masked = false;
+};
+template <class L, class R>
+struct masked_score_parts<L, R, true> : masked_score_sides<L, R> {
+  using typename masked_score_sides<L, R>::Unmasked;
+  using typename masked_score_sides<L, R>::Mask;
+  static constexpr bool left = masked_score_sides<L, R>::left;
   static constexpr bool masked = true;
   using q_type = typename score_parts<Unmasked>::q_type;
   using b_type = typename score_parts<Unmasked>::b_type;
@@ -302,6 +315,8 @@ struct score_parts<Map<ops::Add, L, R>> {
   static auto const& product(auto const& x) { return score_parts<Unmasked>::product(unmasked(x)); }
   static double scale(auto const& x) { return score_parts<Unmasked>::scale(unmasked(x)); }
 };
+template <class L, class R>
+struct score_parts<Map<ops::Add, L, R>> : masked_score_parts<L, R> {};
 
 // softmax(x, dim) or softmax<Dim>(x) (expr/rows.hpp: exp(x - row_max) scaled by ops::SoftmaxScale).
 template <class A>
