@@ -48,6 +48,9 @@ std::shared_ptr<T> allocate(std::int64_t n);
 // CUDA storage and copies (backend/cuda/runtime.hpp; only with nvcc).
 template <class T>
 std::shared_ptr<T> cuda_allocate(std::int64_t n);
+// Stores src's values into dst (backend/assign.hpp: the expression path, aliasing handled).
+template <class Dst, class Src>
+void assign(Dst& dst, Src const& src);
 inline void cuda_copy(void* dst, void const* src, std::size_t bytes);
 }  // namespace detail
 
@@ -81,6 +84,26 @@ class BasicTensor {
     requires(sizeof...(I) == rank && rank > 0)
   explicit BasicTensor(I... sizes) {
     init(Index<rank>{static_cast<std::int64_t>(sizes)...});
+  }
+
+  // A copy is a second handle on the same storage (as Python's `b = a`); clone() copies.
+  // Assigning a tensor to a named tensor rebinds the name, as Python's `a = b` does; assigning
+  // it to a temporary (a view that slice, narrow, select, transpose, expand... returned) writes
+  // its values into the storage viewed, as PyTorch's `x[:, 0:2] = y` and as assigning an
+  // expression does: rebinding a temporary would do nothing.
+  BasicTensor(BasicTensor const&) = default;
+  BasicTensor(BasicTensor&&) noexcept = default;
+  BasicTensor& operator=(BasicTensor const&) & = default;
+  BasicTensor& operator=(BasicTensor&&) & noexcept = default;
+  BasicTensor& operator=(BasicTensor const& src) && {
+    detail::assign(*this, src);
+    return *this;
+  }
+  template <auto E2>
+    requires(rank_of<E2> == rank && !std::is_same_v<BasicTensor<T, E2, Device>, BasicTensor>)
+  BasicTensor& operator=(BasicTensor<T, E2, Device> const& src) && {
+    detail::assign(*this, src);
+    return *this;
   }
 
   // Evaluates an expression into new storage: one fused kernel per planned kernel.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "tensor.hpp"
 
@@ -24,6 +25,22 @@ auto transpose(TT const& t, std::int64_t d0, std::int64_t d1) {
   std::swap(s[a], s[b]);
   std::swap(st[a], st[b]);
   return detail::view_of<R>(t, s, st);
+}
+
+// transpose<D0, D1>(t): the dims known at compile time, so static extents follow them
+// (mm(a, transpose<0, 1>(b)) checks b's static extents at compile time; with run-time dims any
+// two axes may swap, so the view's extents are dynamic).
+template <int D0, int D1, TensorType TT>
+auto transpose(TT const& t) {
+  constexpr int R = TT::rank;
+  static_assert(D0 >= -R && D0 < R && D1 >= -R && D1 < R, "solder: transpose: a static dim is out of range");
+  constexpr int a = D0 < 0 ? D0 + R : D0, b = D1 < 0 ? D1 + R : D1;
+  constexpr auto E = [] {
+    auto e = TT::static_extents;
+    std::swap(e.e[a], e.e[b]);
+    return e;
+  }();
+  return BasicTensor<typename TT::value_type, E, typename TT::device_type>(transpose(t, a, b));
 }
 
 template <TensorType TT>
@@ -99,6 +116,19 @@ auto squeeze(TT const& t, std::int64_t dim) {
       ++j;
     }
   return detail::view_of<R - 1>(t, s, st);
+}
+
+// select(t, dim, index): Python's t[..., index, ...], the dim removed (a negative index counts
+// from the end, as PyTorch's).
+template <TensorType TT>
+auto select(TT const& t, std::int64_t dim, std::int64_t index) {
+  constexpr int R = TT::rank;
+  static_assert(R >= 1, "solder: select of a rank-0 tensor");
+  int d = wrap_dim(dim, R, "select");
+  std::int64_t const n = t.shape()[d];
+  detail::check(index >= -n && index < n, "select: index ", index, " out of range for dim ", d, " of shape ",
+                shape_string<R>(t.shape()));
+  return squeeze(narrow(t, d, index < 0 ? index + n : index, 1), d);
 }
 
 // expand / broadcast_to: size-1 axes (and new leading axes) repeat with stride 0.
@@ -191,6 +221,8 @@ auto broadcast_to(TT const& t, std::int64_t const (&shape)[N]) {
 
 // flatten<Start, End>(t): dims Start..End merged into one. Template arguments, because they
 // decide the result's rank, which is part of its type.
+// The dims are template arguments, so static extents follow (a merged dim is static where all
+// its dims are).
 template <int Start = 0, int End = -1, TensorType TT>
 auto flatten(TT const& t) {
   constexpr int R = TT::rank;
@@ -199,6 +231,15 @@ auto flatten(TT const& t) {
   if constexpr (R == 0) {
     return reshape(t, std::array<std::int64_t, 1>{1});
   } else {
+    constexpr auto E = [] {
+      Extents<R - (e - s)> out{};
+      for (int i = 0, j = 0; i < R; ++i) {
+        std::int64_t const x = TT::static_extents.e[i];
+        if (i > s && i <= e) out.e[j - 1] = out.e[j - 1] == dyn || x == dyn ? dyn : out.e[j - 1] * x;
+        else out.e[j++] = x;
+      }
+      return out;
+    }();
     std::array<std::int64_t, R - (e - s)> out{};
     for (int i = 0, j = 0; i < R; ++i) {
       if (i > s && i <= e) {
@@ -207,7 +248,7 @@ auto flatten(TT const& t) {
       }
       out[j++] = t.shape()[i];
     }
-    return reshape(t, out);
+    return BasicTensor<typename TT::value_type, E, typename TT::device_type>(reshape(t, out));
   }
 }
 

@@ -70,7 +70,17 @@ template <auto EA, auto EB>
 constexpr bool check_matmul_extents() {
   static_assert(matmul_static_ok(extents_array<EA>(), extents_array<EB>()),
                 "solder: matmul: the operands' static shapes cannot be multiplied (the inner "
-                "dims differ, or the batch dims do not broadcast)");
+                "dims differ, or the batch dims do not broadcast); mm, bmm and linear check as matmul");
+  return true;
+}
+
+// linear(x, w): x's last dim and w's (in_features), where both are static, agree.
+template <auto EX, auto EW>
+constexpr bool check_linear_extents() {
+  constexpr std::int64_t in_x = EX.e[rank_of<EX> - 1], in_w = EW.e[1];
+  static_assert(in_x == dyn || in_w == dyn || in_x == in_w,
+                "solder: linear: the input's last static dim differs from in_features, the weight's "
+                "[out_features, in_features] last");
   return true;
 }
 
@@ -189,6 +199,8 @@ auto bmm(XA const& a, XB const& b) {
 template <Lazy X, Lazy W>
 auto linear(X const& x, W const& w) {
   static_assert(node_t<W>::rank == 2, "solder: linear: the weight must be [out_features, in_features]");
+  static_assert(node_t<X>::rank >= 1, "solder: linear: the input needs a last dim of in_features");
+  static_assert(detail::check_linear_extents<node_t<X>::static_extents, node_t<W>::static_extents>());
   return detail::contract(x, transpose(w, 0, 1), "linear");
 }
 template <Lazy X, Lazy W, Lazy Bias>

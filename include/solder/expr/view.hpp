@@ -1,4 +1,4 @@
-// Views of expressions (transpose, permute, slice, unsqueeze, expand, reshape, view, squeeze,
+// Views of expressions (transpose, permute, slice, narrow, select, unsqueeze, expand, reshape, view, squeeze,
 // flatten). Two cases, decided from the expression's type:
 // * element-wise all through (rule 1): the view is pushed down to every tensor it reads, after
 //   broadcasting each to the expression's shape, so it stays one fused kernel;
@@ -111,6 +111,10 @@ template <Expr X>
 auto transpose(X const& x, std::int64_t d0, std::int64_t d1) {
   return detail::view_expr<true, false>(x, [=](auto const& t) { return transpose(t, d0, d1); }, "transpose");
 }
+template <int D0, int D1, Expr X>
+auto transpose(X const& x) {
+  return transpose(x, D0, D1);
+}
 template <Expr X>
 auto permute(X const& x, std::array<std::int64_t, X::rank> const& dims) {
   return detail::view_expr<true, false>(x, [=](auto const& t) { return permute(t, dims); }, "permute");
@@ -125,6 +129,10 @@ template <Expr X>
 auto narrow(X const& x, std::int64_t dim, std::int64_t start, std::int64_t length) {
   return detail::view_expr<true, false>(
       x, [=](auto const& t) { return narrow(t, dim, start, length); }, "narrow");
+}
+template <Expr X>
+auto select(X const& x, std::int64_t dim, std::int64_t index) {
+  return detail::view_expr<true, false>(x, [=](auto const& t) { return select(t, dim, index); }, "select");
 }
 template <Expr X>
 auto unsqueeze(X const& x, std::int64_t dim) {
