@@ -16,12 +16,13 @@ using ref::Array;
 
 namespace {
 
-// The host's bound for a float sum of n terms (backend/host/evaluators.hpp: reduce_range and
-// BlockedFold): a lane or chunk of 128 terms, 64 lanes or chunks, then n / 8192 blocks in
-// order, each step erring by at most eps relative to the running sum. A plain float loop errs
+// The host's bound for a float sum of n terms (backend/cascade.hpp, and the lanes of
+// backend/host/evaluators.hpp: reduce_range): at most 16 terms or partials folded by one
+// accumulator on each of the cascade's levels (log16 n of them, and the lanes' 64 folded in 7
+// steps), each step erring by at most eps relative to the running sum. A plain float loop errs
 // by about n eps: 1e6 terms of 0.1f sum to 100958, not 100000.
 double sum_bound(double n, double exact) {
-  return (128 + 64 + n / 8192 + 2) * ref::eps<float>() * std::fabs(exact);
+  return (16 * (std::log(n) / std::log(16.0) + 1) + 7 + 2) * ref::eps<float>() * std::fabs(exact);
 }
 
 }  // namespace

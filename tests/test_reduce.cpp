@@ -110,23 +110,27 @@ auto positive(I... sizes) {
 }
 
 // A float sum in the order the host folds the terms of a reduction that is not one run
-// (columns, strided inputs): runs of 128 consecutive terms into a chunk, 64 chunks into a block,
-// the blocks in order (backend/host/evaluators.hpp, BlockedFold). Up to 128 terms, a plain loop.
-struct BlockedSum {
-  static constexpr std::int64_t chunk_len = sd::detail::host::reduce_chunk_len<float>,
-                                block_len = sd::detail::host::reduce_block_len<float>;
-  float total = 0, block = 0, chunk = 0;
+// (columns, strided inputs), a cascade (backend/cascade.hpp): the terms into level 0, each level
+// passed up into the next after 16 of what it takes, the top one (7 levels) taking the rest; the
+// levels then folded from the first up.
+struct CascadeSum {
+  static constexpr int levels = 7;
+  float level[levels] = {};
   std::int64_t n = 0;
   void add(float v) {
-    chunk += v;
-    if (++n % chunk_len != 0) return;
-    block += chunk;
-    chunk = 0;
-    if (n % block_len != 0) return;
-    total += block;
-    block = 0;
+    level[0] += v;
+    ++n;
+    std::int64_t span = 16;
+    for (int k = 0; k + 1 < levels && n % span == 0; ++k, span *= 16) {
+      level[k + 1] += level[k];
+      level[k] = 0;
+    }
   }
-  float result() const { return total + (block + chunk); }
+  float result() const {
+    float r = level[0];
+    for (int k = 1; k < levels; ++k) r = level[k] + r;
+    return r;
+  }
 };
 
 }  // namespace
@@ -509,7 +513,7 @@ TEST_CASE("large reductions split across threads keep first-index and NaN semant
 
 TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "[reduce][columns]") {
   sd::set_num_threads(2);
-  SECTION("float: the same sums as a blocked loop down each column, bit for bit") {
+  SECTION("float: the same sums as a cascade down each column, bit for bit") {
     // [300, 2500] over dim 0: 2500 outputs (two full tiles of 1024 and a partial one), shared
     // by two threads. Each output must take its terms in row order, in chunks, as prepare()
     // does.
@@ -520,7 +524,7 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
     sd::Tensor<float, 1> s = sd::sum(x, 0), mx = sd::max(x, 0), mn = sd::mean(x, 0);
     sd::Tensor<std::int64_t, 1> am = sd::argmax(x, 0);
     for (std::int64_t j = 0; j < 2500; ++j) {
-      BlockedSum acc;
+      CascadeSum acc;
       float best = -std::numeric_limits<float>::infinity();
       std::int64_t at = 0;
       for (std::int64_t i = 0; i < 300; ++i) {
@@ -566,14 +570,15 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
     sd::Tensor<std::int64_t, 2> am = sd::argmax(x, 1);
     for (std::int64_t b = 0; b < 5; ++b)
       for (std::int64_t c = 0; c < 1100; ++c) {
-        float acc = 0, best = -std::numeric_limits<float>::infinity();
+        CascadeSum acc;
+        float best = -std::numeric_limits<float>::infinity();
         std::int64_t at = 0;
         for (std::int64_t t = 0; t < 37; ++t) {
-          acc += x(b, t, c);
+          acc.add(x(b, t, c));
           if (x(b, t, c) > best) best = x(b, t, c), at = t;
         }
         INFO("output " << b << ", " << c);
-        CHECK(s(b, c) == acc);
+        CHECK(s(b, c) == acc.result());
         CHECK(am(b, c) == at);
       }
     CHECK(am(4, 1090) == 20);
@@ -591,7 +596,7 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
         CHECK(sk(0, b, 0, d) == acc);
       }
   }
-  SECTION("random shapes, dims and views: the same sums as a blocked loop, bit for bit") {
+  SECTION("random shapes, dims and views: the same sums as a cascade, bit for bit") {
     // Rank 4, the last dim kept; the first three permuted and one of them sliced with a step,
     // so the rows walked are strided every which way. Each output must take its terms in the
     // order of its reduced indices, the last one fastest.
@@ -624,7 +629,7 @@ TEST_CASE("reductions over leading dims fold whole rows of outputs at a time", "
         for (o[1] = 0; o[1] < got.shape()[1]; ++o[1])
           for (o[2] = 0; o[2] < got.shape()[2]; ++o[2])
             for (o[3] = 0; o[3] < sh[3]; ++o[3]) {
-              BlockedSum acc;
+              CascadeSum acc;
               std::array<std::int64_t, 4> i = o;
               std::int64_t n0 = mask & 1 ? sh[0] : 1, n1 = mask & 2 ? sh[1] : 1, n2 = mask & 4 ? sh[2] : 1;
               for (std::int64_t a = 0; a < n0; ++a)

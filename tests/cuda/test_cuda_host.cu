@@ -135,31 +135,32 @@ TEST_CASE("reductions apart: how lines are split into parts", "[cuda][host]") {
 }
 
 // A GPU thread folds its share of a line in the host's order (ThreadFold in cuda/evaluators.hpp,
-// BlockedFold in host/evaluators.hpp: 128 terms a chunk, 64 chunks a block, the blocks in order),
-// whether it takes a term at each index (columns, strided lines) or a vector of 4 (rows): the
-// same bits as the host's fold of the same terms, so a float sum of 10^6 or 10^7 terms keeps the
-// host's bound (tests/test_edges.cpp). One accumulator would give 100958 and 1087937.
+// the Cascade of backend/cascade.hpp that the host folds terms one by one in: 16 terms a chunk,
+// the chunks passed up its levels), whether it takes a term at each index (columns, strided
+// lines) or a vector of 4 (rows): the same bits as the host's fold of the same terms, so a float
+// sum of 10^6 or 10^7 terms keeps the host's bound (tests/test_edges.cpp). One accumulator would
+// give 100958 and 1087937.
 TEST_CASE("a GPU thread's fold: the host's order, so the host's error bound", "[cuda][host]") {
   using Sum = sd::ops::Sum;
   for (std::int64_t n : {std::int64_t{1000000}, std::int64_t{10000000}}) {
     INFO("n = " << n);
-    sd::detail::host::BlockedFold<Sum, float> host;
+    sd::detail::Cascade<Sum, float> host;
     for (std::int64_t i = 0; i < n; ++i) {
-      host.chunk = Sum::step(host.chunk, 0.1f, i);
+      host.chunk() = Sum::step(host.chunk(), 0.1f, i);
       host.next();
     }
     sd::detail::cuda::ThreadFold<Sum, float> one, vec;
     one.in_chunks(std::int64_t{0}, n, std::int64_t{1}, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) one.chunk = Sum::step(one.chunk, 0.1f, i);
+      for (std::int64_t i = b; i < e; ++i) one.chunk() = Sum::step(one.chunk(), 0.1f, i);
     });
     vec.in_chunks<4>(std::int64_t{0}, n, std::int64_t{4}, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; i += 4)
-        for (int k = 0; k < 4; ++k) vec.chunk = Sum::step(vec.chunk, 0.1f, i + k);
+        for (int k = 0; k < 4; ++k) vec.chunk() = Sum::step(vec.chunk(), 0.1f, i + k);
     });
     CHECK(one.result() == host.result());
     CHECK(vec.result() == host.result());
     double const exact = static_cast<double>(0.1f) * static_cast<double>(n);
-    double const bound = (128 + 64 + static_cast<double>(n) / 8192 + 2) *
+    double const bound = (16 * (std::log(static_cast<double>(n)) / std::log(16.0) + 1) + 7 + 2) *
                          std::numeric_limits<float>::epsilon() * exact;
     CHECK(std::fabs(one.result() - exact) <= bound);
   }

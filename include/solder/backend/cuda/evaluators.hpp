@@ -1,7 +1,7 @@
 // The CUDA reduction evaluator. A fused reduction is computed by the group of threads that works
 // on its line: a warp when there are many lines (softmax over the rows of a matrix), the whole
 // block when there are few long ones. Every thread folds a strided share, 16 bytes at a time
-// where the line is aligned, a float sum in chunks of 128 terms as the host folds it
+// where the line is aligned, a float sum in a cascade of chunks as the host folds it
 // (ThreadFold), then a warp's butterfly or CUB's block reduction folds the shares in a fixed
 // tree. So one group computes softmax's max and sum, or layer norm's mean and variance, and then
 // writes the line. Leaves and element-wise nodes are the shared evaluators of backend/eval.hpp,
@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../cascade.hpp"
 #include "../eval.hpp"
 
 namespace solder::detail::cuda {
@@ -63,49 +64,30 @@ __device__ SOLDER_INLINE void for_count(I first, I step, F&& f) {
 }
 
 // A thread's fold of a long series of terms, in the host's order and with its error bound
-// (BlockedFold, backend/host/evaluators.hpp, with its numbers for float): chunk_len terms into
-// `chunk`, block_chunks chunks into `block`, the blocks in order into `total`. A float sum of m
-// terms then errs by about (128 + 64 + m / 8192) eps, where one accumulator errs by m eps (10^6
-// terms of 0.1f: 100958, not 100000). Registers only: two more accumulators and a count, and
-// only for a fold that rounds (a floating sum, mean or product): max, min and their indices
-// pick a term, and integers wrap exactly, in any order, so they keep one accumulator.
-// (Host code too, where test_cuda_host checks it against the host's order.)
+// (Cascade, backend/cascade.hpp): cascade_fan terms a chunk, the chunks passed up its levels. A
+// float sum of m terms then errs by about 16 log16(m) eps, where one accumulator errs by m eps
+// (10^7 terms of 0.1f: 1000000.125, not 1087937). Registers only, and levels only for a fold
+// that rounds (Cascade::rounds). (Host code too, where test_cuda_host checks it against the
+// host's order.)
 template <class Op, class A>
-struct ThreadFold {
-  static constexpr bool blocked =
-      std::is_floating_point_v<A> && std::is_base_of_v<ops::WideningFold, Op>;
-  static constexpr int chunk_len = 128, block_chunks = 64;
-  A chunk = Op::template identity<A>(), block = chunk, total = chunk;
-  unsigned chunks = 0;  // (wraps at a multiple of block_chunks)
-  // fold(b, e) folds into `chunk` the terms at b, b + step, ... below e, per_step of them at
+struct ThreadFold : Cascade<Op, A> {
+  static constexpr int chunk_len = cascade_fan;
+  // fold(b, e) folds into chunk() the terms at b, b + step, ... below e, per_step of them at
   // each index (a vector step); called for the indices from first to end a chunk at a time, so
   // that its own loop, unrolled or not, has no test for the chunk's end.
   SOLDER_HD_ANY_CALLEE
   template <int per_step = 1, class I, class F>
   SOLDER_HD SOLDER_INLINE void in_chunks(I first, I end, I step, F&& fold) {
     static_assert(chunk_len % per_step == 0);
-    if constexpr (!blocked) {
+    if constexpr (!Cascade<Op, A>::rounds) {
       fold(first, end);
     } else {
       I const span = step * (chunk_len / per_step);
       for (I b = first; b < end; b += span) {
         fold(b, end - b > span ? b + span : end);
-        end_chunk();
+        this->end_chunk();
       }
     }
-  }
-  SOLDER_HD SOLDER_INLINE void end_chunk() {
-    if constexpr (blocked) {
-      block = Op::merge(block, chunk);
-      chunk = Op::template identity<A>();
-      if (++chunks % block_chunks != 0) return;
-      total = Op::merge(total, block);
-      block = Op::template identity<A>();
-    }
-  }
-  SOLDER_HD SOLDER_INLINE A result() const {
-    if constexpr (blocked) return Op::merge(total, Op::merge(block, chunk));
-    else return chunk;
   }
 };
 
@@ -588,12 +570,17 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
           auto each = [&](std::int32_t n) {
             auto v = c.template line_vec<V>(n);
             SOLDER_UNROLL
-            for (int k = 0; k < V; ++k) acc.chunk = Op::step(acc.chunk, v.v[k], n + k);
+            for (int k = 0; k < V; ++k) acc.chunk() = Op::step(acc.chunk(), v.v[k], n + k);
           };
           constexpr int S = L > 0 && L % (warp_threads * V) == 0 ? L / (warp_threads * V) : 0;
-          static_assert(S * V <= ThreadFold<Op, A>::chunk_len);  // (static_line: 16 steps at most)
-          if constexpr (S > 0) {  // as many steps for every thread, one chunk
-            for_count<S, static_steps<Child, S>>(first, stride, each);
+          if constexpr (S > 0) {  // as many steps for every thread: chunks of C steps, unrolled
+            constexpr int C = ThreadFold<Op, A>::rounds ? ThreadFold<Op, A>::chunk_len / V : S;
+            [&]<int... G>(std::integer_sequence<int, G...>) {
+              ((for_count<(C < S - G * C ? C : S - G * C), static_steps<Child, (C < S - G * C ? C : S - G * C)>>(
+                    first + G * C * stride, stride, each),
+                acc.end_chunk()),
+               ...);
+            }(std::make_integer_sequence<int, (S + C - 1) / C>{});
           } else {
             acc.template in_chunks<V>(first, last, stride, [&](std::int32_t b, std::int32_t e) {
               for_steps<steps_in_flight<Child>>(b, e, stride, each);
@@ -609,7 +596,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         done = last;
       }
       auto rest = [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t n = b; n < e; n += step) acc.chunk = Op::step(acc.chunk, child.line(n), n);
+        for (std::int64_t n = b; n < e; n += step) acc.chunk() = Op::step(acc.chunk(), child.line(n), n);
       };
       if constexpr (L > 0) rest(done + rank, end);  // at most L / 32 terms: one chunk
       else acc.in_chunks(done + rank, end, std::int64_t(step), rest);
@@ -635,7 +622,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
             r /= fdom[k];
           }
         }
-        acc.chunk = Op::step(acc.chunk, child.at(g), n);
+        acc.chunk() = Op::step(acc.chunk(), child.at(g), n);
       }
     });
     return acc.result();

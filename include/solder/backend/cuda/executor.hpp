@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(block_threads)
   for (std::int64_t o = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < lines; o += step) {
     ThreadFold<Op, typename Ev::A> acc;  // as many parts as the GPU holds blocks: in chunks too
     acc.in_chunks(0, chunks, 1, [&](int b, int e) {
-      for (int c = b; c < e; ++c) acc.chunk = Op::merge(acc.chunk, partials[o * chunks + c]);
+      for (int c = b; c < e; ++c) acc.chunk() = Op::merge(acc.chunk(), partials[o * chunks + c]);
     });
     Index<D> idx;
     unravel_all<D>(o, dom, idx);

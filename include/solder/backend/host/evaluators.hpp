@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../../core/threads.hpp"
+#include "../cascade.hpp"
 #include "../eval.hpp"
 
 namespace solder::detail::host {
@@ -121,8 +122,9 @@ struct RecallEval : SharedInput<Ev> {
 };
 
 // Lane-blocked reduction of values(j) for j in [begin, end): W independent accumulators the
-// compiler keeps in vector registers, folded in a fixed order every block, so the result is
-// deterministic and float sums stay accurate over long rows.
+// compiler keeps in vector registers, folded in a fixed order every block, the blocks then in a
+// cascade (backend/cascade.hpp), so the result is deterministic and float sums are as accurate
+// as PyTorch's over long rows.
 // Four 64-byte vectors of lanes: enough independent chains to hide the add/max latency. (Bools,
 // for max and min, take as many lanes as 4-byte types: a block then fits RepeatInputs.)
 template <class A>
@@ -135,20 +137,29 @@ inline constexpr std::int64_t reduce_block_len = reduce_lanes<A> * 128;
 
 // One block [b, e) of a line, e - b <= reduce_block_len<A>: its W lanes folded in a fixed
 // order. `values` is the evaluator of the reduction's input, already at the line's start,
-// read the way R says (Read::shared: it keeps the values it gives, a RecordEval).
+// read the way R says (Read::shared: it keeps the values it gives, a RecordEval). A fold that
+// rounds takes each lane's terms cascade_fan at a time into a chunk, added to the lane.
 template <class Op, class A, Read R = Read::plain, class Ev>
 SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t e) {
   constexpr int W = reduce_lanes<A>;
+  constexpr std::int64_t chunk_len = W * (Cascade<Op, A>::rounds ? cascade_fan : reduce_block_len<A> / W);
   A lanes[W];
   for (int k = 0; k < W; ++k) lanes[k] = Op::template identity<A>();
-  std::int64_t j = b;
-  for (; j + W <= e; j += W) {
+  for (std::int64_t c = b; c < e; c += chunk_len) {
+    std::int64_t const ce = c + chunk_len < e ? c + chunk_len : e;
+    A chunk[W];
+    for (int k = 0; k < W; ++k) chunk[k] = Op::template identity<A>();
+    std::int64_t j = c;
+    for (; j + W <= ce; j += W) {
+      SOLDER_SIMD
+      for (int k = 0; k < W; ++k)
+        chunk[k] = Op::step(chunk[k], values.template line<R>(j + k), j + k);
+    }
+    for (int k = 0; j < ce; ++j, ++k)
+      chunk[k] = Op::step(chunk[k], values.template line<R>(j), j);
     SOLDER_SIMD
-    for (int k = 0; k < W; ++k)
-      lanes[k] = Op::step(lanes[k], values.template line<R>(j + k), j + k);
+    for (int k = 0; k < W; ++k) lanes[k] = Op::merge(lanes[k], chunk[k]);
   }
-  for (int k = 0; j < e; ++j, ++k)
-    lanes[k] = Op::step(lanes[k], values.template line<R>(j), j);
   // Fold whole vectors of lanes into the first (vectorized), then that vector pairwise.
   constexpr int V = W < reduce_vector<A> ? W : reduce_vector<A>;
   for (int g = V; g < W; g += V) {
@@ -160,38 +171,19 @@ SOLDER_INLINE A reduce_lane_block(Ev const& values, std::int64_t b, std::int64_t
   return lanes[0];
 }
 
+// The blocks' partials, each a term of a cascade. Every other host path folds its terms one by
+// one in a Cascade (a reduction that is not one run: columns, strided inputs).
 template <class Op, class A, Read R = Read::plain, class Ev>
 SOLDER_INLINE A reduce_range(Ev const& values, std::int64_t begin, std::int64_t end) {
   constexpr std::int64_t block = reduce_block_len<A>;
-  A total = Op::template identity<A>();
+  Cascade<Op, A> total;
   for (std::int64_t b = begin; b < end; b += block) {
     std::int64_t e = b + block < end ? b + block : end;
-    total = Op::merge(total, reduce_lane_block<Op, A, R>(values, b, e));
+    total.chunk() = Op::merge(total.chunk(), reduce_lane_block<Op, A, R>(values, b, e));
+    total.next();
   }
-  return total;
+  return total.result();
 }
-
-// The order every other host path folds a sequence of terms in, with reduce_range's error
-// bound: runs of reduce_chunk_len consecutive terms each into a chunk (as a lane takes its
-// terms), reduce_lanes chunks into a block, the blocks merged in order. A sum of n floats then
-// errs by about (reduce_chunk_len + reduce_lanes + n / reduce_block_len) eps, not n eps.
-template <class A>
-inline constexpr std::int64_t reduce_chunk_len = reduce_block_len<A> / reduce_lanes<A>;
-template <class Op, class A>
-struct BlockedFold {
-  A total = Op::template identity<A>(), block = total, chunk = total;
-  std::int64_t n = 0;  // terms folded
-  // After one more term was folded into `chunk`.
-  SOLDER_INLINE void next() {
-    if (++n % reduce_chunk_len<A> != 0) return;
-    block = Op::merge(block, chunk);
-    chunk = Op::template identity<A>();
-    if (n % reduce_block_len<A> != 0) return;
-    total = Op::merge(total, block);
-    block = Op::template identity<A>();
-  }
-  A result() const { return Op::merge(total, Op::merge(block, chunk)); }
-};
 
 template <class Op, class Child, int D, int F, int NA>
 struct ReduceEval : ReduceSetup<Child, D, F, NA> {
@@ -237,12 +229,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     if (block) {
       acc = split ? reduce_split(f) : reduce_block(child, f, 0, count);
     } else if (run > 0 && (!repeat || run_inputs.p)) {  // (an unlinked copy: index by index)
-      BlockedFold<Op, A> fold;  // the runs' partials: many short runs must not fold one by one
+      Cascade<Op, A> fold;  // the runs' partials: many short runs must not fold one by one
       for (std::int64_t first_of_run = 0; first_of_run < count; first_of_run += run) {
         A part = repeat ? reduce_repeating(f) : reduce_block(child, f, 0, run);
         if constexpr (requires { part.index; })  // argmax: an index into all reduced elements
           if (part.index >= 0) part.index += first_of_run;
-        fold.chunk = Op::merge(fold.chunk, part);
+        fold.chunk() = Op::merge(fold.chunk(), part);
         fold.next();
         for (int a = NA - 1; a >= 0; --a) {  // the next run: the reduced axes before it
           if (axes[a] >= run_from) continue;
@@ -252,10 +244,10 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
       }
       acc = fold.result();
     } else {  // term by term, in the order write_columns folds them (the same results)
-      BlockedFold<Op, A> fold;
+      Cascade<Op, A> fold;
       if (count > 0) {
-        for (;;) {
-          fold.chunk = Op::step(fold.chunk, child.at(f), fold.n);
+        for (std::int64_t n = 0;; ++n) {
+          fold.chunk() = Op::step(fold.chunk(), child.at(f), n);
           fold.next();
           int a = NA - 1;
           for (; a >= 0; --a) {
@@ -283,18 +275,20 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     static_assert(len <= RepeatInputs::capacity);
     child.begin_line(f);
     run_inputs.p->begin(run);
-    A total = Op::template identity<A>();
+    Cascade<Op, A> total;
     for (std::int64_t b = 0; b < run; b += len) {
       A part = reduce_lane_block<Op, A>(child, 0, std::min(len, run - b));
       if constexpr (requires { part.index; })  // argmax: an index into the run
         if (part.index >= 0) part.index += b;
-      total = Op::merge(total, part);
+      total.chunk() = Op::merge(total.chunk(), part);
+      total.next();
       run_inputs.p->advance(len);
     }
-    return total;
+    return total.result();
   }
   // Threads share out whole blocks of reduce_range; the blocks' partials are then folded in
-  // order, exactly as reduce_block folds them: the result does not depend on the thread count.
+  // their cascade, exactly as reduce_block folds them: the result does not depend on the thread
+  // count.
   A reduce_split(Index<F> const& f) {
     constexpr std::int64_t len = reduce_block_len<A>;
     std::int64_t nb = (count + len - 1) / len;
@@ -308,9 +302,12 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         part[static_cast<std::size_t>(k)] = reduce_lane_block<Op, A>(c, b, e);
       }
     }
-    A acc = Op::template identity<A>();
-    for (std::int64_t k = 0; k < nb; ++k) acc = Op::merge(acc, part[static_cast<std::size_t>(k)]);
-    return acc;
+    Cascade<Op, A> acc;
+    for (std::int64_t k = 0; k < nb; ++k) {
+      acc.chunk() = Op::merge(acc.chunk(), part[static_cast<std::size_t>(k)]);
+      acc.next();
+    }
+    return acc.result();
   }
   // run, run_from and repeat (make_reduce_eval calls it): the longest run of reduced axes at the
   // end of the input that the input walks as one run, of consecutive values or, read with
@@ -358,44 +355,53 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     SOLDER_SIMD
     for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
   }
-  static void merge_into(A* __restrict into, A* __restrict from, std::int64_t n) {
-    for (std::int64_t k = 0; k < n; ++k) {
-      into[k] = Op::merge(into[k], from[k]);
-      from[k] = Op::template identity<A>();
-    }
-  }
   // Outputs [b, e) of the column form into out[b, e): a tile of outputs within one run of
   // columns is folded side by side, one input row at a time, each output taking its terms in
-  // the order prepare() does (BlockedFold: the rows in chunks, the chunks in blocks).
+  // the order prepare() does (Cascade: the rows in chunks, passed up its levels). Level l of
+  // output k is level[l * tile + k].
   template <class OutT>
   void write_columns(OutT* out, std::int64_t b, std::int64_t e) const {
+    using Fold = Cascade<Op, A>;
     constexpr std::int64_t tile = 1024;
     std::int64_t cols = 1;  // the run of columns
     for (int k = axes[NA - 1] + 1; k < F; ++k) cols *= fdom[k];
     Child c = child;
-    A chunk[tile], block[tile], total[tile];
+    auto const level = std::make_unique<A[]>(static_cast<std::size_t>(Fold::levels * tile));  // (not vector<bool>)
+    A* const lv = level.get();
     for (std::int64_t t0 = b, n; t0 < e; t0 += n) {
       n = std::min({tile, e - t0, cols - t0 % cols});
-      for (std::int64_t k = 0; k < n; ++k)
-        chunk[k] = block[k] = total[k] = Op::template identity<A>();
+      for (int l = 0; l < Fold::levels; ++l)
+        for (std::int64_t k = 0; k < n; ++k) lv[l * tile + k] = Op::template identity<A>();
       Index<F> f{};
       std::int64_t o = t0;
       for (int a = F - 1; a >= 0; --a)
         if (src[a] >= 0) f[a] = o % fdom[a], o /= fdom[a];
       for (std::int64_t r = 0; r < count; ++r) {
         c.begin_line(f);
-        fold_row(chunk, c, n, r);
-        if ((r + 1) % reduce_chunk_len<A> == 0) {
-          merge_into(block, chunk, n);
-          if ((r + 1) % reduce_block_len<A> == 0) merge_into(total, block, n);
-        }
+        fold_row(lv, c, n, r);
+        if constexpr (Fold::rounds)
+          if ((r + 1) % cascade_fan == 0) {  // Cascade::end_chunk, for each output
+            std::uint64_t chunks = static_cast<std::uint64_t>((r + 1) / cascade_fan);
+            int top = 1;
+            for (; top + 1 < Fold::levels && chunks % cascade_fan == 0; ++top) chunks /= cascade_fan;
+            for (std::int64_t k = 0; k < n; ++k) {
+              A up = lv[k];
+              lv[k] = Op::template identity<A>();
+              for (int l = 1; l < top; ++l) {
+                up = Op::merge(lv[l * tile + k], up);
+                lv[l * tile + k] = Op::template identity<A>();
+              }
+              lv[top * tile + k] = Op::merge(lv[top * tile + k], up);
+            }
+          }
         for (int a = NA - 1; a >= 0; --a) {  // the next reduced index
           if (++f[axes[a]] < fdom[axes[a]]) break;
           f[axes[a]] = 0;
         }
       }
       for (std::int64_t k = 0; k < n; ++k) {
-        A acc = Op::merge(total[k], Op::merge(block[k], chunk[k]));
+        A acc = lv[k];  // Cascade::result
+        for (int l = 1; l < Fold::levels; ++l) acc = Op::merge(lv[l * tile + k], acc);
         out[t0 + k] = static_cast<OutT>(static_cast<R>(Op::finalize(acc, count)));
       }
     }

@@ -1,0 +1,64 @@
+// Cascade summation, as PyTorch's (its CPU sum kernel's multi-level accumulators): an
+// accumulator folds at most cascade_fan values before it passes its partial up one level, so a
+// float sum of n terms errs by about cascade_fan * log16(n) eps, not n eps. 10^7 terms of 0.1f
+// (exact 1000000.015) sum to 1000000.125; one accumulator gives 1087937, PyTorch 999999.56.
+// Every host path and every GPU thread folds its terms this way, in an order fixed by the
+// shapes alone: the same bits for any thread count.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "../core/config.hpp"
+#include "../expr/reduce.hpp"
+
+namespace solder::detail {
+
+inline constexpr int cascade_fan = 16;
+
+template <class Op, class A>
+struct Cascade {
+  // Only a fold that rounds (a floating sum, mean or product) needs levels: max, min and their
+  // indices pick a term, and integers wrap exactly, in any order, so they keep one accumulator.
+  static constexpr bool rounds = std::is_floating_point_v<A> && std::is_base_of_v<ops::WideningFold, Op>;
+  // Level k holds partials of cascade_fan^k terms; the top one, past 16^6 terms (2^24, a GPU
+  // thread's share or a host block's count many times over), takes the rest in order.
+  static constexpr int levels = rounds ? 7 : 1;
+  A level[levels];
+  std::uint64_t terms = 0;   // folded into level[0] since it was last passed up
+  std::uint64_t chunks = 0;  // partials passed up from level[0]
+
+  SOLDER_HD Cascade() {
+    for (int k = 0; k < levels; ++k) level[k] = Op::template identity<A>();
+  }
+  // level[0] takes the terms: after each one, next().
+  SOLDER_HD SOLDER_INLINE A& chunk() { return level[0]; }
+  SOLDER_HD SOLDER_INLINE void next() {
+    if constexpr (rounds)
+      if (++terms == cascade_fan) end_chunk();
+  }
+  // level[0] holds a whole chunk of terms (or the last, shorter one): passes it up, and the
+  // levels that are full, as a carry.
+  SOLDER_HD SOLDER_INLINE void end_chunk() {
+    if constexpr (rounds) {
+      terms = 0;
+      A up = level[0];
+      level[0] = Op::template identity<A>();
+      ++chunks;
+      std::uint64_t c = chunks;
+      int k = 1;
+      for (; k + 1 < levels && c % cascade_fan == 0; ++k, c /= cascade_fan) {
+        up = Op::merge(level[k], up);
+        level[k] = Op::template identity<A>();
+      }
+      level[k] = Op::merge(level[k], up);
+    }
+  }
+  // The earlier partials, the higher levels, on the left of each merge (argmax keeps the first).
+  SOLDER_HD SOLDER_INLINE A result() const {
+    A r = level[0];
+    for (int k = 1; k < levels; ++k) r = Op::merge(level[k], r);
+    return r;
+  }
+};
+
+}  // namespace solder::detail
