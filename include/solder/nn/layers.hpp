@@ -53,7 +53,9 @@ std::string shape_text(X const& x) {
 
 }  // namespace detail
 
-// Calls forward: `fc1(x)` is `fc1.forward(x)`.
+// Calls forward: `fc1(x)` is `fc1.forward(x)`. A user's module is callable too where it derives
+// from it: `struct Block : sd::nn::Callable<Block> { ... };` (a member operator() is the only
+// way C++ calls an object, and SOLDER_MODULE, after the struct, cannot add one).
 template <class Derived>
 struct Callable {
   template <class... X>
@@ -188,12 +190,16 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
 
   BatchNorm2d(std::int64_t n, BatchNormOptions o = {})
       : num_features(n), options(o), weight(ones<float>(n)), bias(zeros<float>(n)), running_mean(zeros<float>(n)),
-        running_var(ones<float>(n)), scale(n, 1, 1), shift(n, 1, 1) {
+        running_var(ones<float>(n)) {
     num_batches_tracked.data()[0] = 0;
     prepare();
   }
 
   void prepare() {
+    // Storage of this module's own: a copy of the module (nn::clone, or a plain one) refolds
+    // without writing into the scale and shift of the module it was copied from.
+    scale = Param<3>(num_features, 1, 1);
+    shift = Param<3>(num_features, 1, 1);
     fold(running_mean, running_var, scale, shift);
     derived.clear();
   }

@@ -295,6 +295,18 @@ LoadResult load_state_dict(M& m, StateDict const& dict, LoadOptions const& o = {
   return r;
 }
 
+// A deep copy, PyTorch's copy.deepcopy(m) (libtorch's clone()): every parameter and buffer in
+// storage of its own, then prepare() on every module, so that what a module derives from its
+// state is derived from the copy's. A plain copy (`auto b = a;`) shares the tensors, as
+// Python's `b = a` does: writing into b's weights writes into a's.
+template <Module M>
+M clone(M const& m) {
+  M copy = m;
+  detail::walk_tensors(copy, [](std::string const&, auto& t, bool) { t = t.clone(); });
+  detail::walk(copy, [](auto const&, auto&, bool) {}, [](auto& module) { detail::prepare(module); });
+  return copy;
+}
+
 // PyTorch's module.eval() / module.train(): sets `training` on every module that has one and
 // re-derives what depends on the mode (prepare()).
 template <Module M>
