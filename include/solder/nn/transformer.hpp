@@ -7,8 +7,12 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string_view>
+#include <utility>
 
+#include "../core/any_tensor.hpp"
 #include "../expr/attention.hpp"
 #include "block.hpp"
 #include "layers.hpp"
@@ -31,12 +35,12 @@ BasicTensor<float, dynamic_extents<4>(), typename TT::device_type> heads(TT cons
 // reads it. `mask` (optional) is an additive float mask broadcast to [N, H, L, S].
 template <class TT, class... Mask>
 TT attend(TT const& q, std::int64_t q_first, TT const& k, std::int64_t k_first, TT const& v, std::int64_t v_first,
-          std::int64_t embed_dim, std::int64_t num_heads, Mask const&... mask) {
+          std::int64_t embed_dim, std::int64_t num_heads, AttentionOptions const& o, Mask const&... mask) {
   std::int64_t const n = q.size(0), l = q.size(1), d = embed_dim / num_heads;
   TT out(n, l, embed_dim);
   auto out_heads = heads(out, 0, num_heads, d);
   auto const attention = scaled_dot_product_attention(heads(q, q_first, num_heads, d), heads(k, k_first, num_heads, d),
-                                                      heads(v, v_first, num_heads, d), mask...);
+                                                      heads(v, v_first, num_heads, d), mask..., o);
   log_block(attention);  // a block of its own, written in place rather than materialized
   out_heads = attention;
   return out;
@@ -46,7 +50,52 @@ constexpr std::array<std::int64_t, 3> batch_order(bool batch_first) {
   return batch_first ? std::array<std::int64_t, 3>{0, 1, 2} : std::array<std::int64_t, 3>{1, 0, 2};
 }
 
+// A mask's values as floats added to the scores: a bool mask's true (masked out) as -inf.
+template <int R>
+Param<R> additive_mask(AnyTensor const& m, char const* what) {
+  if (m.dtype() != DType::boolean) return m.to<float, R>(what);
+  auto const masked = m.to<bool, R>(what);
+  Param<R> f(masked.shape());
+  for (std::int64_t i = 0; i < f.numel(); ++i)
+    f.data()[i] = masked.data()[i] ? -std::numeric_limits<float>::infinity() : 0.f;
+  return f;
+}
+
 }  // namespace detail
+
+// A mask of nn.MultiheadAttention or nn.TransformerEncoderLayer: a host tensor of any element
+// type and rank, kept as its values (checked when the forward reads it).
+struct AttentionMask {
+  AnyTensor values;
+  template <class T, auto E>
+  AttentionMask(BasicTensor<T, E, Host> const& t) : values(t) {}
+};
+
+// nn.MultiheadAttention.forward's keyword arguments, as PyTorch's. attn_mask [L, S] or
+// [N * num_heads, L, S] and key_padding_mask [N, S]: bool (true: the key is masked out, as
+// PyTorch's modules read it, the opposite of scaled_dot_product_attention's bool mask) or
+// floating (added to the scores). is_causal: a hint that attn_mask is the causal mask, which
+// PyTorch requires with it; without a padding mask or weights the causal kernel then runs
+// instead of reading the mask.
+struct MultiheadAttentionArgs {
+  std::optional<AttentionMask> key_padding_mask = std::nullopt;
+  std::optional<AttentionMask> attn_mask = std::nullopt;
+  bool is_causal = false;
+};
+
+// PyTorch's need_weights=True: forward(q, k, v, sd::nn::need_weights, {...}) returns the output
+// and the attention weights averaged over the heads, [N, L, S] (average_attn_weights=True).
+struct NeedWeights {};
+inline constexpr NeedWeights need_weights{};
+
+// nn.Transformer.generate_square_subsequent_mask(size): the causal mask, -inf above the
+// diagonal and 0 elsewhere.
+inline Param<2> generate_square_subsequent_mask(std::int64_t size) {
+  Param<2> m = zeros<float>(size, size);
+  for (std::int64_t i = 0; i < size; ++i)
+    for (std::int64_t j = i + 1; j < size; ++j) m(i, j) = -std::numeric_limits<float>::infinity();
+  return m;
+}
 
 struct MultiheadAttentionOptions {
   double dropout = 0;  // attention dropout: training only
@@ -56,8 +105,9 @@ struct MultiheadAttentionOptions {
 
 // nn.MultiheadAttention(embed_dim, num_heads): in_proj_weight [3E, E], in_proj_bias [3E],
 // out_proj (a Linear). forward(x) is self-attention (one fused projection); forward(q, k, v)
-// projects each with its third of in_proj_weight. Returns the attention output (PyTorch's
-// need_weights=False).
+// projects each with its third of in_proj_weight. Each takes PyTorch's masks and is_causal
+// last (MultiheadAttentionArgs), and returns the attention output (PyTorch's
+// need_weights=False), or with sd::nn::need_weights before them the output and the weights.
 struct MultiheadAttention : Callable<MultiheadAttention> {
   std::int64_t embed_dim, num_heads;
   MultiheadAttentionOptions options;
@@ -76,37 +126,39 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
   }
 
   template <Lazy X>
-  auto forward(X const& x) const {
+  auto forward(X const& x, MultiheadAttentionArgs const& a = {}) const {
     auto const order = detail::batch_order(options.batch_first);
-    return permute(out_proj(self_attention(permute(materialize(x), order))), order);
+    return permute(out_proj(self_attention(permute(materialize(x), order), a)), order);
+  }
+  template <Lazy X>
+  auto forward(X const& x, NeedWeights, MultiheadAttentionArgs const& a = {}) const {
+    auto const order = detail::batch_order(options.batch_first);
+    auto [heads, weights] = self_attention<true>(permute(materialize(x), order), a);
+    return std::pair(permute(out_proj(heads), order), weights);
   }
   template <Lazy Q, Lazy K, Lazy V>
-  auto forward(Q const& query, K const& key, V const& value) const {
-    auto const order = detail::batch_order(options.batch_first);
-    using D = device_of<Q>;
-    auto project = [&](auto const& t, std::int64_t third) {
-      return materialize(linear(permute(materialize(t), order),
-                                narrow(derived.on<D>(in_proj_weight, training), 0, third * embed_dim, embed_dim),
-                                narrow(derived.on<D>(in_proj_bias.value, training), 0, third * embed_dim, embed_dim)));
-    };
-    check_eval();
-    auto heads = detail::attend(project(query, 0), 0, project(key, 1), 0, project(value, 2), 0, embed_dim, num_heads);
-    return permute(out_proj(heads), order);
+  auto forward(Q const& query, K const& key, V const& value, MultiheadAttentionArgs const& a = {}) const {
+    return permute(out_proj(cross_attention<false>(query, key, value, a)), detail::batch_order(options.batch_first));
+  }
+  template <Lazy Q, Lazy K, Lazy V>
+  auto forward(Q const& query, K const& key, V const& value, NeedWeights, MultiheadAttentionArgs const& a = {}) const {
+    auto [heads, weights] = cross_attention<true>(query, key, value, a);
+    return std::pair(permute(out_proj(heads), detail::batch_order(options.batch_first)), weights);
   }
 
   // Self-attention of a batch-first [N, L, E] input (a tensor), before the output
-  // projection: the fused projection, then the heads. Masks (additive, broadcast to [N, H, L,
-  // S]) pass on. (Tensors of the template's type, here and in TransformerEncoderLayer, so that
+  // projection: the fused projection, then the heads (and with Weights the weights too, as
+  // attend_heads). (Tensors of the template's type, here and in TransformerEncoderLayer, so that
   // every expression depends on it: a file that includes solder.hpp without running a layer
   // then compiles none of its kernels.)
-  template <class X, class... Mask>
-  X self_attention(X const& x, Mask const&... mask) const {
+  template <bool Weights = false, class X>
+  auto self_attention(X const& x, MultiheadAttentionArgs const& a = {}) const {
     check_eval();
     solder::detail::check(x.size(2) == embed_dim, "nn::MultiheadAttention(", embed_dim, ", ", num_heads,
                           "): input of shape ", shape_string<3>(x.shape()), " does not end in ", embed_dim);
     using D = device_of<X>;
     X qkv = materialize(linear(x, derived.on<D>(in_proj_weight, training), derived.on<D>(in_proj_bias.value, training)));
-    return detail::attend(qkv, 0, qkv, embed_dim, qkv, 2 * embed_dim, embed_dim, num_heads, mask...);
+    return attend_heads<Weights>(qkv, 0, qkv, embed_dim, qkv, 2 * embed_dim, a);
   }
 
   void prepare() { derived.clear(); }
@@ -118,6 +170,72 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
   }
 
  private:
+  template <bool Weights, class Q, class K, class V>
+  auto cross_attention(Q const& query, K const& key, V const& value, MultiheadAttentionArgs const& a) const {
+    auto const order = detail::batch_order(options.batch_first);
+    using D = device_of<Q>;
+    auto project = [&](auto const& t, std::int64_t third) {
+      return materialize(linear(permute(materialize(t), order),
+                                narrow(derived.on<D>(in_proj_weight, training), 0, third * embed_dim, embed_dim),
+                                narrow(derived.on<D>(in_proj_bias.value, training), 0, third * embed_dim, embed_dim)));
+    };
+    check_eval();
+    return attend_heads<Weights>(project(query, 0), 0, project(key, 1), 0, project(value, 2), 0, a);
+  }
+
+  // The heads' attention of the projected q, k and v (batch-first [N, L|S, .] tensors, the
+  // heads at column offsets) under the forward's masks: the heads side by side, [N, L, E]; with
+  // Weights also the weights averaged over the heads, [N, L, S], as PyTorch's.
+  template <bool Weights, class TT>
+  auto attend_heads(TT const& q, std::int64_t q_first, TT const& k, std::int64_t k_first, TT const& v,
+                    std::int64_t v_first, MultiheadAttentionArgs const& a) const {
+    solder::detail::check(!a.is_causal || a.attn_mask, "nn::MultiheadAttention: is_causal needs attn_mask (as PyTorch: it "
+                          "is a hint that attn_mask is the causal mask; sd::nn::generate_square_subsequent_mask(L) "
+                          "makes one)");
+    using D = typename TT::device_type;
+    std::int64_t const n = q.size(0), l = q.size(1), s = k.size(1), d = embed_dim / num_heads;
+    // As PyTorch: the hint alone, without a padding mask or weights, runs the causal kernel.
+    bool const causal = a.is_causal && !a.key_padding_mask && !Weights;
+    std::optional<BasicTensor<float, dynamic_extents<4>(), D>> mask;
+    if (!causal && (a.attn_mask || a.key_padding_mask)) mask = scores_mask(a, n, l, s).template to<D>();
+    TT out = mask ? detail::attend(q, q_first, k, k_first, v, v_first, embed_dim, num_heads, {}, *mask)
+                  : detail::attend(q, q_first, k, k_first, v, v_first, embed_dim, num_heads, {.is_causal = causal});
+    if constexpr (Weights) {
+      auto scores = solder::matmul(detail::heads(q, q_first, num_heads, d),
+                                   solder::transpose(detail::heads(k, k_first, num_heads, d), -2, -1)) *
+                    static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
+      BasicTensor<float, dynamic_extents<4>(), D> per_head =
+          mask ? solder::eval(solder::softmax(scores + *mask, -1)) : solder::eval(solder::softmax(scores, -1));
+      BasicTensor<float, dynamic_extents<3>(), D> weights = solder::mean(per_head, 1);
+      return std::pair(out, weights);
+    } else {
+      return out;
+    }
+  }
+  // The masks of a forward as one float mask added to the scores, [N or 1, num_heads or 1, L,
+  // S], their shapes checked as PyTorch checks them.
+  Param<4> scores_mask(MultiheadAttentionArgs const& a, std::int64_t n, std::int64_t l, std::int64_t s) const {
+    std::int64_t const h = num_heads;
+    std::optional<Param<4>> attn, padding;
+    if (a.attn_mask) {
+      AnyTensor const& m = a.attn_mask->values;
+      std::vector<std::int64_t> const flat{l, s}, per_head{n * h, l, s};
+      solder::detail::check(m.shape() == flat || m.shape() == per_head, "nn::MultiheadAttention: attn_mask of shape ",
+                            solder::detail::dims_string(m.shape()), " should be [L, S] = ",
+                            solder::detail::dims_string(flat), " or [N * num_heads, L, S] = ",
+                            solder::detail::dims_string(per_head));
+      attn = m.rank() == 2 ? solder::view(detail::additive_mask<2>(m, "attn_mask"), {1, 1, l, s})
+                           : solder::view(detail::additive_mask<3>(m, "attn_mask"), {n, h, l, s});
+    }
+    if (a.key_padding_mask) {
+      AnyTensor const& m = a.key_padding_mask->values;
+      solder::detail::check(m.shape() == std::vector<std::int64_t>{n, s}, "nn::MultiheadAttention: key_padding_mask of shape ",
+                            solder::detail::dims_string(m.shape()), " should be [N, S] = [", n, ", ", s, "]");
+      padding = solder::view(detail::additive_mask<2>(m, "key_padding_mask"), {n, 1, 1, s});
+    }
+    if (attn && padding) return solder::eval(*attn + *padding);
+    return attn ? *attn : *padding;
+  }
   void check_eval() const {
     solder::detail::check(!training || options.dropout == 0, "nn::MultiheadAttention(dropout=", options.dropout,
                           "): training mode is not supported yet; call sd::nn::eval(model) for inference");
@@ -126,6 +244,14 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
     float const bound = static_cast<float>(std::sqrt(6.0 / static_cast<double>(e + 3 * e)));
     return rand<float>({3 * e, e}, -bound, bound);
   }
+};
+
+// nn.TransformerEncoderLayer.forward's keyword arguments, as PyTorch's (read as
+// MultiheadAttentionArgs' attn_mask, key_padding_mask and is_causal).
+struct TransformerEncoderLayerArgs {
+  std::optional<AttentionMask> src_mask = std::nullopt;
+  std::optional<AttentionMask> src_key_padding_mask = std::nullopt;
+  bool is_causal = false;
 };
 
 struct TransformerEncoderLayerOptions {
@@ -160,12 +286,14 @@ struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
         dropout1(o.dropout), dropout2(o.dropout) {}
 
   template <Lazy X>
-  auto forward(X const& src) const {
+  auto forward(X const& src, TransformerEncoderLayerArgs const& a = {}) const {
     auto const order = detail::batch_order(options.batch_first);
     using Tensor3 = BasicTensor<float, dynamic_extents<3>(), device_of<X>>;
     Tensor3 x = permute(materialize(src), order);
     for (Dropout const* d : {&dropout, &dropout1, &dropout2}) d->forward(x);  // training check
-    Tensor3 const y = options.norm_first ? norm_before(x) : norm_after(x);
+    MultiheadAttentionArgs const masks{
+        .key_padding_mask = a.src_key_padding_mask, .attn_mask = a.src_mask, .is_causal = a.is_causal};
+    Tensor3 const y = options.norm_first ? norm_before(x, masks) : norm_after(x, masks);
     return permute(y, order);
   }
 
@@ -190,13 +318,13 @@ struct TransformerEncoderLayer : Callable<TransformerEncoderLayer> {
     return linear2(h);
   }
   template <class X>
-  X norm_after(X const& x) const {
-    X h = materialize(norm1(x + self_attn.out_proj(self_attn.self_attention(x))));
+  X norm_after(X const& x, MultiheadAttentionArgs const& masks) const {
+    X h = materialize(norm1(x + self_attn.out_proj(self_attn.self_attention(x, masks))));
     return materialize(norm2(h + feed_forward(h)));
   }
   template <class X>
-  X norm_before(X const& x) const {
-    X h = materialize(x + self_attn.out_proj(self_attn.self_attention(X(materialize(norm1(x))))));
+  X norm_before(X const& x, MultiheadAttentionArgs const& masks) const {
+    X h = materialize(x + self_attn.out_proj(self_attn.self_attention(X(materialize(norm1(x))), masks)));
     return materialize(h + feed_forward(X(materialize(norm2(h)))));
   }
   static bool activation_is_gelu(std::string_view a) {

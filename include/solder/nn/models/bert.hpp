@@ -94,7 +94,7 @@ struct BertSelfAttention {
     std::int64_t const e = query.out_features;
     Tensor<float, 3, D> qkv =
         nn::materialize(linear(x, derived.on<D>(qkv_weight, training), derived.on<D>(qkv_bias, training)));
-    return nn::detail::attend(qkv, 0, qkv, e, qkv, 2 * e, e, num_heads, mask);
+    return nn::detail::attend(qkv, 0, qkv, e, qkv, 2 * e, e, num_heads, {}, mask);
   }
   template <class V>
   void visit(V& v) {
