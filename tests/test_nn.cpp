@@ -175,7 +175,7 @@ TEST_CASE("nn: load_state_dict checks everything before it writes anything", "[n
   sd::nn::StateDict ints;
   for (auto const& [k, t] : dict) ints.insert(k, k == "block.scale" ? sd::AnyTensor(sd::zeros<std::int64_t>(8)) : t);
   CHECK(ref::contains(ref::error_message([&] { sd::nn::load_state_dict(c, ints); }),
-                 "'block.scale': a int64 tensor cannot be loaded into a float32 tensor"));
+                 "'block.scale': an int64 tensor cannot be loaded into a float32 tensor"));
 }
 
 TEST_CASE("nn: BatchNorm2d folds its statistics once; training uses the batch's", "[nn]") {

@@ -176,7 +176,7 @@ TEST_CASE("file-only dtypes (F16, BF16, I16, I8, U8) load by the conversion rule
   CHECK(d.at("u8").to<std::int32_t, 1>()(1) == 255);
   // Never across kinds, and an integer must fit.
   auto fails = [](auto f) { return error_message(f); };
-  CHECK(contains(fails([&] { d.at("h").to<std::int32_t, 1>("h"); }), "a float16 tensor cannot be loaded into a int32"));
+  CHECK(contains(fails([&] { d.at("h").to<std::int32_t, 1>("h"); }), "a float16 tensor cannot be loaded into an int32"));
   CHECK(contains(fails([&] { d.at("i8").to<float, 1>("i8"); }), "cannot be loaded into a float32"));
   CHECK(contains(fails([&] { d.at("u8").to<bool, 1>("u8"); }), "cannot be loaded into a bool"));
   CHECK(contains(fails([&] { d.at("big").to<std::int32_t, 1>("big"); }), "value 1099511627776 at index 0 does not fit"));

@@ -182,8 +182,10 @@ class AnyTensor {
 
  private:
   void kind_check(bool ok, DType to, std::string_view what) const {
-    detail::check(ok, "'", what, "': a ", name_of(dtype_), " tensor cannot be loaded into a ", name_of(to),
-                  " tensor (only floating <- floating, integer <- integer, bool <- bool)");
+    // "an int64", "a float32": the article of the name as it is read.
+    auto article = [](std::string_view name) { return name.front() == 'i' ? "an " : "a "; };
+    detail::check(ok, "'", what, "': ", article(name_of(dtype_)), name_of(dtype_), " tensor cannot be loaded into ",
+                  article(name_of(to)), name_of(to), " tensor (only floating <- floating, integer <- integer, bool <- bool)");
   }
 
   DType dtype_ = DType::float32;

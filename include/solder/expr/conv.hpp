@@ -299,9 +299,10 @@ Index<static_cast<int>(R)> conv2d_shape(std::array<std::int64_t, R> const& xs,
   auto const wt = shape_string<4>(ws);
   std::int64_t const c = xs[D - 3], h = xs[D - 2], w = xs[D - 1], g = o.groups;
   check(g > 0, "conv2d: groups must be positive, got ", g);
-  check(c == ws[1] * g && ws[0] % g == 0, "conv2d: input ", xt, " and weight ", wt, " with groups=", g,
-        ": expected the input to have ", ws[1] * g, " channels (weight dim 1 times groups)",
-        ws[0] % g ? " and out_channels divisible by groups" : "", ", got ", c);
+  check(ws[0] % g == 0, "conv2d: weight ", wt, " with groups=", g, ": expected out_channels (weight dim 0) to be "
+        "divisible by ", g, ", got ", ws[0]);
+  check(c == ws[1] * g, "conv2d: input ", xt, " and weight ", wt, " with groups=", g, ": expected the input to have ",
+        ws[1] * g, " channels (weight dim 1 times groups), got ", c);
   check(o.stride.h > 0 && o.stride.w > 0, "conv2d: stride must be positive, got ",
         pair_text(o.stride.h, o.stride.w));
   check(o.dilation.h > 0 && o.dilation.w > 0, "conv2d: dilation must be positive, got ",

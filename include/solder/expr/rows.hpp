@@ -8,6 +8,11 @@
 namespace solder {
 
 namespace detail {
+// Why a matrix product under a row op is stored first (explain: "materialized because ...").
+inline constexpr char const* read_by_row_op =
+    "the row op reading it (softmax, log_softmax, var, layer_norm or rms_norm) reads it twice, its statistics "
+    "then each value, and a matrix product is computed once, not once per read";
+
 // Row ops check their dim themselves, so an error names the op the user wrote.
 template <class X>
 std::int64_t row_dim(X const& x, std::int64_t dim, char const* op) {
@@ -41,7 +46,7 @@ constexpr bool is_last_dim() {
 template <Lazy X>
 auto softmax(X const& in, std::int64_t dim) {
   dim = detail::row_dim(in, dim, "softmax");
-  decltype(auto) x = detail::read_twice(in);
+  decltype(auto) x = detail::read_twice(in, detail::read_by_row_op);
   auto shifted = exp(x - detail::row_max(x, dim));
   return make_map(ops::SoftmaxScale{}, shifted, 1.f / sum(shifted, dim, keepdim));
 }
@@ -49,7 +54,7 @@ auto softmax(X const& in, std::int64_t dim) {
 template <Lazy X>
 auto log_softmax(X const& in, std::int64_t dim) {
   dim = detail::row_dim(in, dim, "log_softmax");
-  decltype(auto) x = detail::read_twice(in);
+  decltype(auto) x = detail::read_twice(in, detail::read_by_row_op);
   auto shifted = x - detail::row_max(x, dim);
   return shifted - log(sum(exp(shifted), dim, keepdim));
 }
@@ -59,14 +64,14 @@ auto log_softmax(X const& in, std::int64_t dim) {
 template <int Dim, Lazy X>
 auto softmax(X const& in) {
   constexpr bool last = detail::is_last_dim<Dim, X>();
-  decltype(auto) x = detail::read_twice(in);
+  decltype(auto) x = detail::read_twice(in, detail::read_by_row_op);
   auto shifted = exp(x - detail::row_max<last>(x, Dim));
   return make_map(ops::SoftmaxScale{}, shifted, 1.f / sum<Dim>(shifted, keepdim));
 }
 template <int Dim, Lazy X>
 auto log_softmax(X const& in) {
   constexpr bool last = detail::is_last_dim<Dim, X>();
-  decltype(auto) x = detail::read_twice(in);
+  decltype(auto) x = detail::read_twice(in, detail::read_by_row_op);
   auto shifted = x - detail::row_max<last>(x, Dim);
   return shifted - log(sum<Dim>(exp(shifted), keepdim));
 }
@@ -76,7 +81,7 @@ auto log_softmax(X const& in) {
 namespace detail {
 template <bool Keep, class X, std::size_t N>
 auto variance(X const& in, std::array<std::int64_t, N> const& dims, double correction) {
-  decltype(auto) x = read_twice(in);
+  decltype(auto) x = read_twice(in, detail::read_by_row_op);
   auto centered = x - make_reduce<ops::Mean, true>(x, dims);
   auto sq = make_reduce<ops::Sum, Keep>(centered * centered, dims);
   using T = typename decltype(sq)::value_type;
@@ -143,7 +148,7 @@ auto layer_norm(X const& in, G const& gamma, B const& beta, double eps = 1e-5) {
   static_assert(node_t<B>::rank == K, "solder: layer_norm: gamma and beta must have the same rank");
   detail::check_normalized("layer_norm", "gamma", in, gamma);
   detail::check_normalized("layer_norm", "beta", in, beta);
-  decltype(auto) x = detail::read_twice(in);
+  decltype(auto) x = detail::read_twice(in, detail::read_by_row_op);
   auto mu = detail::make_reduce<ops::Mean, true>(x, detail::trailing_dims<K>(), std::true_type{});
   auto centered = x - mu;
   auto v = detail::make_reduce<ops::Mean, true>(centered * centered, detail::trailing_dims<K>(),
@@ -160,7 +165,7 @@ auto rms_norm(X const& in, G const& gamma,
   using T = typename node_t<X>::value_type;
   static_assert(is_floating_v<T>, "solder: rms_norm: the input must be floating point");
   detail::check_normalized("rms_norm", "gamma", in, gamma);
-  decltype(auto) x = detail::read_twice(in);
+  decltype(auto) x = detail::read_twice(in, detail::read_by_row_op);
   auto ms = detail::make_reduce<ops::Mean, true>(x * x, detail::trailing_dims<K>(), std::true_type{});
   return x * rsqrt(ms + static_cast<compute_t<T>>(eps)) * gamma;
 }

@@ -133,10 +133,11 @@ auto share(X const& x) {
 namespace detail {
 // The input of an op that reads it more than once (softmax, var, layer_norm): shared when it
 // holds a contraction, which is never computed twice (rule 4); anything else fuses into each
-// read, as it did.
+// read, as it did. `why` says so for explain, naming the op (the user shared nothing).
 template <class X>
-decltype(auto) read_twice(X const& x) {
-  if constexpr (holds_contraction<node_t<X>>()) return share(x);
+decltype(auto) read_twice(X const& x, char const* why) {
+  using N = node_t<X>;
+  if constexpr (holds_contraction<N>() && N::kind != NodeKind::shared) return Shared<N>(as_node(x), why);
   else return (x);
 }
 }  // namespace detail

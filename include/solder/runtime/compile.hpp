@@ -485,14 +485,15 @@ class CompileCache {
     return os.str();
   }
   // The kernels of the first call as the planner chose them: the loop over which shape, the
-  // nodes fused into it, the bytes.
-  static std::string output_code(nn::detail::ForwardLog const& log) {
+  // nodes fused into it, the bytes. Every line names the callable, as every log's does.
+  std::string output_code(nn::detail::ForwardLog const& log) const {
     std::ostringstream os;
+    std::string const& name = options_.name;
     for (std::size_t b = 0; b < log.blocks.size(); ++b)
       for (std::size_t k = 0; k < log.blocks[b].size(); ++k) {
         auto const& info = log.blocks[b][k];
-        os << "block " << b << ", kernel " << k << ": " << info.kind << " over " << info.shape << ' ' << info.dtype
-           << "\n  " << info.expr << "\n";
+        os << name << ": block " << b << ", kernel " << k << ": " << info.kind << " over " << info.shape << ' '
+           << info.dtype << "\n" << name << ":   " << info.expr << "\n";
       }
     return os.str();
   }

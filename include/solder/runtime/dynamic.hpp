@@ -149,6 +149,7 @@ class buckets {
 
   // The smallest bucket that holds n elements.
   std::int64_t bucket(std::int64_t n) const {
+    detail::check(n > 0, "buckets: a length must be positive, got ", n);
     auto it = std::lower_bound(sizes_.begin(), sizes_.end(), n);
     detail::check(it != sizes_.end(), "buckets: a length of ", n, " is past the largest bucket, ", sizes_.back());
     return *it;
