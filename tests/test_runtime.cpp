@@ -374,7 +374,7 @@ TEST_CASE("logs: perf_hints name what a user can change; output_code lists the k
   CHECK(has("[solder:perf_hints] columns: block 0, kernel 0", "a reduction over a dim that is not the innermost"));
   CHECK(has("[solder:perf_hints] columns: block 0, kernel 0", "too little to be worth a kernel of its own"));
   CHECK(has("[solder:perf_hints] columns: block 0, kernel 2", "the innermost extent 33 is not a multiple of 16"));
-  CHECK(has("[solder:output_code] block 0, kernel 2: element-wise kernel over [64, 33] float32", ""));
+  CHECK(has("[solder:output_code] columns: block 0, kernel 2: element-wise kernel over [64, 33] float32", ""));
 }
 
 namespace {
