@@ -31,6 +31,12 @@
 #include "contract.hpp"
 #include "simd.hpp"
 
+// SOLDER_GEMM_UNROLL is GCC's pragma, which nvcc's front end warns of (1675) and hands on to the
+// host compiler: silenced for this file, as in gemm.hpp.
+#if defined(__CUDACC__)
+#pragma nv_diag_suppress 1675
+#endif
+
 namespace solder::detail::host {
 
 namespace conv {
@@ -770,3 +776,7 @@ struct AnchorEngine<Pool2d<K, X>> {
 };
 
 }  // namespace solder::detail::host
+
+#if defined(__CUDACC__)
+#pragma nv_diag_default 1675
+#endif
