@@ -294,6 +294,15 @@ TEST_CASE("channels-last tensors: sd::contiguous and sd::is_contiguous with sd::
   CHECK(sd::is_contiguous(sd::nn::materialize(cl + 1.f), sd::channels_last));
   CHECK(sd::is_contiguous(sd::nn::materialize(x + 1.f)));
   CHECK(sd::is_contiguous(sd::nn::materialize(x + 1.f, sd::channels_last), sd::channels_last));
+  // Other ranks: contiguous as ever; channels_last is refused, naming the shape.
+  auto m = ref::uniform<float>(-1, 1, 3, 4);
+  CHECK(!sd::is_contiguous(m, sd::channels_last));
+  auto mt = sd::contiguous(sd::transpose(m, 0, 1));
+  CHECK(mt.is_contiguous());
+  ref::check_equal(mt, ref::of(sd::transpose(m, 0, 1)), "contiguous(transpose(m))");
+  std::string const refused = ref::error_message([&] { (void)sd::contiguous(m, sd::channels_last); });
+  CHECK(contains(refused, "channels_last is a format of 4-d host tensors"));
+  CHECK(contains(refused, "[3, 4]"));
 }
 
 TEST_CASE("depthwise conv2d over channels-last inputs: strides, paddings, dilations, channel tails",

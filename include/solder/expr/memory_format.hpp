@@ -21,14 +21,17 @@ inline constexpr MemoryFormat channels_last = MemoryFormat::channels_last;
 template <TensorType TT>
 bool is_contiguous(TT const& t, MemoryFormat f = contiguous_format) {
   if (f == contiguous_format) return t.is_contiguous();
-  static_assert(TT::rank == 4, "solder: is_contiguous: channels_last is a format of 4-d tensors");
-  auto const &s = t.shape(), &st = t.strides();
-  std::int64_t expect = 1;
-  for (int d : {1, 3, 2, 0}) {  // C, W, H, N: innermost first
-    if (s[d] != 1 && st[d] != expect) return false;
-    expect *= s[d];
+  if constexpr (TT::rank != 4) {
+    return false;  // (channels_last is a format of 4-d tensors, as in PyTorch)
+  } else {
+    auto const &s = t.shape(), &st = t.strides();
+    std::int64_t expect = 1;
+    for (int d : {1, 3, 2, 0}) {  // C, W, H, N: innermost first
+      if (s[d] != 1 && st[d] != expect) return false;
+      expect *= s[d];
+    }
+    return true;
   }
-  return true;
 }
 
 namespace detail {
@@ -63,12 +66,17 @@ auto contiguous(X const& x, MemoryFormat f = contiguous_format) {
   using Result = BasicTensor<T, dynamic_extents<N::rank>(), D>;
   if constexpr (TensorType<X>)
     if (is_contiguous(x, f)) return Result(x);
-  if (f == contiguous_format) return Result(as_node(x));
-  static_assert(N::rank == 4, "solder: contiguous: channels_last is a format of 4-d tensors");
-  static_assert(std::is_same_v<D, Host>, "solder: contiguous: channels_last tensors are host tensors");
-  Result r = detail::empty_channels_last<Result>(x.shape());
-  r = as_node(x);
-  return r;
+  if constexpr (N::rank == 4 && std::is_same_v<D, Host>) {
+    if (f == channels_last) {
+      Result r = detail::empty_channels_last<Result>(x.shape());
+      r = as_node(x);
+      return r;
+    }
+  } else {
+    detail::check(f == contiguous_format, "contiguous: channels_last is a format of 4-d host tensors, not of ",
+                  shape_string<N::rank>(x.shape()), std::is_same_v<D, Host> ? "" : " on sd::Cuda");
+  }
+  return Result(as_node(x));
 }
 
 }  // namespace solder
