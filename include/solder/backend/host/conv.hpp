@@ -1,24 +1,31 @@
 // The host engines of conv2d and the 2-d pools (expr/conv.hpp), kernel anchors like a matrix
-// product (contract.hpp): each computes blocks of its output — runs of pixels (oh * OW + ow) of
-// one or more channel planes — and hands them to the kernel's element-wise epilogue
-// (store_planes), which writes them into the output from the cache. The engines' loops are
-// templates of the element type only; the epilogue is a function pointer (Sink), so a new
-// fused expression over a convolution compiles only its epilogue.
+// product (contract.hpp): each computes blocks of its output — planes (runs of pixels of one or
+// more channels) or pixel blocks (runs of channels of one or more pixels) — and hands them to
+// the kernel's element-wise epilogue (Sink: store_planes, store_pixels), which writes them into
+// the output from the cache. The engines' loops are templates of the element type only; the
+// epilogue is a function pointer, so a new fused expression over a convolution compiles only
+// its epilogue. Operands are NCHW or channels-last (NHWC strides, DESIGN.md rule 7), or any
+// strides; the output's format decides how blocks are stored.
 //   * conv2d: an implicit GEMM on the GEMM engine (gemm.hpp), one batch per group:
 //     out^T[N * pixels, C_out/g] = cols^T[N * pixels, K] x W_g^T[K, C_out/g], K = C_in/g * kH * kW.
-//     cols^T is never stored whole: a gemm::Producer (fill_patches) writes each block of it the
-//     engine asks for straight from x, zeros for the padding; W^T is the weight read in place
-//     (w seen as [C_out, K] is contiguous). A 1x1 convolution with stride 1 and no padding is a
-//     plain product: x of image n seen as [pixels, C_in] is strided memory (batch = N).
-//     The engine's blocks are [pixels x channels]; they go to the epilogue transposed a tile at
-//     a time, so that the epilogue writes contiguous runs of the NCHW output.
-//   * depthwise conv2d (groups == C_in > 1; C_out a multiple of it): direct, per output plane a
-//     block of rows at a time, tap by tap over each row (vectorized along ow).
-//   * pools: direct loops per (image, channel) plane, a block of rows at a time.
-// The direct engines' threads share out (plane, row block) tasks statically; every output is
-// computed by one task in a fixed order, so results do not depend on the thread count (the
-// GEMM engine's are deterministic for a thread count). Small problems run on the calling
-// thread.
+//     cols^T is never stored whole: a gemm::Producer writes each block of it the engine asks
+//     for straight from x, zeros for the padding: over NCHW x (fill_patches) its columns are
+//     (channel, tap) and W^T is the weight read in place; over channels-last x
+//     (fill_patches_channels_last) they are (tap, channel), each tap's channels one copied run,
+//     and the weight is reordered to match once (TapMajor, kept in the module's PackCache). A
+//     1x1 convolution with stride 1 and no padding is a plain product: x as [pixels, C_in] per
+//     image, or for all images at once over channels-last x. The engine's blocks are
+//     [pixels x channels]: pixel blocks.
+//   * depthwise conv2d (groups == C_in > 1): over channels-last x with one output channel per
+//     input channel, vectorized over channels (windows_channels_last, depthwise_tile: register
+//     tiles of pixels x channels); otherwise direct per output plane, a block of rows at a
+//     time, tap by tap over each row (vectorized along ow).
+//   * pools: over channels-last x vectorized over channels as the depthwise kernel; otherwise
+//     direct loops per (image, channel) plane, a block of rows at a time.
+// The direct engines' threads share out tasks (rows of planes, or output rows of all channels)
+// statically; every output is computed by one task in a fixed order, so results do not depend
+// on the thread count (the GEMM engine's are deterministic for a thread count). Small problems
+// run on the calling thread.
 #pragma once
 #include <algorithm>
 #include <array>
