@@ -27,7 +27,10 @@ struct Cascade {
   std::uint64_t terms = 0;   // folded into level[0] since it was last passed up
   std::uint64_t chunks = 0;  // partials passed up from level[0]
 
+  // Every loop over the levels is unrolled: an index known only at run time would put the
+  // levels in a GPU thread's local memory instead of its registers.
   SOLDER_HD Cascade() {
+    SOLDER_UNROLL
     for (int k = 0; k < levels; ++k) level[k] = Op::template identity<A>();
   }
   // level[0] takes the terms: after each one, next().
@@ -45,17 +48,25 @@ struct Cascade {
       level[0] = Op::template identity<A>();
       ++chunks;
       std::uint64_t c = chunks;
-      int k = 1;
-      for (; k + 1 < levels && c % cascade_fan == 0; ++k, c /= cascade_fan) {
-        up = Op::merge(level[k], up);
-        level[k] = Op::template identity<A>();
+      bool carry = true;  // `up` still travels: level k - 1 was full
+      SOLDER_UNROLL
+      for (int k = 1; k < levels; ++k) {
+        if (!carry) continue;
+        if (k + 1 < levels && c % cascade_fan == 0) {  // level k is full too: up it goes
+          up = Op::merge(level[k], up);
+          level[k] = Op::template identity<A>();
+          c /= cascade_fan;
+        } else {
+          level[k] = Op::merge(level[k], up);
+          carry = false;
+        }
       }
-      level[k] = Op::merge(level[k], up);
     }
   }
   // The earlier partials, the higher levels, on the left of each merge (argmax keeps the first).
   SOLDER_HD SOLDER_INLINE A result() const {
     A r = level[0];
+    SOLDER_UNROLL
     for (int k = 1; k < levels; ++k) r = Op::merge(level[k], r);
     return r;
   }
