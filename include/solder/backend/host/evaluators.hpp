@@ -355,6 +355,14 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     SOLDER_SIMD
     for (std::int64_t k = 0; k < n; ++k) acc[k] = Op::step(acc[k], c.line(k), r);
   }
+  // Level `from` of each output merged into the level above it, `into`, and cleared.
+  static void pass_up(A* __restrict from, A* __restrict into, std::int64_t n) {
+    SOLDER_SIMD
+    for (std::int64_t k = 0; k < n; ++k) {
+      into[k] = Op::merge(into[k], from[k]);
+      from[k] = Op::template identity<A>();
+    }
+  }
   // Outputs [b, e) of the column form into out[b, e): a tile of outputs within one run of
   // columns is folded side by side, one input row at a time, each output taking its terms in
   // the order prepare() does (Cascade: the rows in chunks, passed up its levels). Level l of
@@ -366,8 +374,7 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
     std::int64_t cols = 1;  // the run of columns
     for (int k = axes[NA - 1] + 1; k < F; ++k) cols *= fdom[k];
     Child c = child;
-    auto const level = std::make_unique<A[]>(static_cast<std::size_t>(Fold::levels * tile));  // (not vector<bool>)
-    A* const lv = level.get();
+    A lv[Fold::levels * tile];  // (on the stack: a heap block per call cost more than the fold of a small input)
     for (std::int64_t t0 = b, n; t0 < e; t0 += n) {
       n = std::min({tile, e - t0, cols - t0 % cols});
       for (int l = 0; l < Fold::levels; ++l)
@@ -380,19 +387,11 @@ struct ReduceEval : ReduceSetup<Child, D, F, NA> {
         c.begin_line(f);
         fold_row(lv, c, n, r);
         if constexpr (Fold::rounds)
-          if ((r + 1) % cascade_fan == 0) {  // Cascade::end_chunk, for each output
+          if ((r + 1) % cascade_fan == 0) {  // Cascade::end_chunk, for each output: the same merges
             std::uint64_t chunks = static_cast<std::uint64_t>((r + 1) / cascade_fan);
             int top = 1;
             for (; top + 1 < Fold::levels && chunks % cascade_fan == 0; ++top) chunks /= cascade_fan;
-            for (std::int64_t k = 0; k < n; ++k) {
-              A up = lv[k];
-              lv[k] = Op::template identity<A>();
-              for (int l = 1; l < top; ++l) {
-                up = Op::merge(lv[l * tile + k], up);
-                lv[l * tile + k] = Op::template identity<A>();
-              }
-              lv[top * tile + k] = Op::merge(lv[top * tile + k], up);
-            }
+            for (int l = 0; l < top; ++l) pass_up(lv + l * tile, lv + (l + 1) * tile, n);  // level l into l + 1
           }
         for (int a = NA - 1; a >= 0; --a) {  // the next reduced index
           if (++f[axes[a]] < fdom[axes[a]]) break;
