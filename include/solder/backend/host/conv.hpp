@@ -340,7 +340,7 @@ SOLDER_INLINE void depthwise_tile(T const* xp, std::int64_t xstep, std::int64_t 
 
 // Depthwise over channels-last x, one output channel per input channel. The taps are first laid
 // out [kH * kW, C] so that a tap's weights are a run too (a copy of C * kH * kW values per call,
-// small beside the convolution). Interior pixels go four at a time through depthwise_tile, over
+// small beside the convolution). Interior pixels go a tile at a time through depthwise_tile, over
 // chunks of one or two whole registers.
 template <class T>
 void depthwise_channels_last(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::int64_t oh,
@@ -370,16 +370,19 @@ void depthwise_channels_last(Planes<T> const& x, Planes<T> const& w, Window2d co
         w_of.push_back(wt.data() + (a * win.kw + b) * C + c0);
       }
     }
+    // Pixels per tile: with AVX-512's 32 registers 8 (16 accumulators: about 10% faster than 4 on
+    // MobileNetV2's 3x3 x 144 layer, 0.72-0.82x of oneDNN against 0.61-0.77x), else 4.
+    constexpr int P = simd::pack_bytes == 64 ? 8 : 4;
     std::int64_t const xstep = win.sw * x.sw, count = static_cast<std::int64_t>(x_off.size());
     T const* base = x.data + n * x.sn + c0;
     auto pixels = [&](auto tile) {
       std::int64_t ox = lo;
-      for (; ox + 4 <= hi; ox += 4) tile(4, ox);
+      for (; ox + P <= hi; ox += P) tile(P, ox);
       for (; ox < hi; ++ox) tile(1, ox);
     };
     auto run = [&]<int NV>() {
       pixels([&](int p, std::int64_t ox) {
-        if (p == 4) depthwise_tile<4, NV>(base + ox * xstep, xstep, x_off.data(), w_of.data(), count, out + ox * C, C);
+        if (p == P) depthwise_tile<P, NV>(base + ox * xstep, xstep, x_off.data(), w_of.data(), count, out + ox * C, C);
         else depthwise_tile<1, NV>(base + ox * xstep, xstep, x_off.data(), w_of.data(), count, out + ox * C, C);
       });
     };
