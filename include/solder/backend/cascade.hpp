@@ -24,8 +24,10 @@ struct Cascade {
   // thread's share or a host block's count many times over), takes the rest in order.
   static constexpr int levels = rounds ? 7 : 1;
   A level[levels];
-  std::uint64_t terms = 0;   // folded into level[0] since it was last passed up
-  std::uint64_t chunks = 0;  // partials passed up from level[0]
+  // 32 bits each (a GPU thread keeps them in registers beside the levels): chunks wrap past 2^32
+  // chunks of 16 terms, 2^36 terms, far beyond any fold's count, and terms never passes 16.
+  std::uint32_t terms = 0;   // folded into level[0] since it was last passed up
+  std::uint32_t chunks = 0;  // partials passed up from level[0]
 
   // Every loop over the levels is unrolled: an index known only at run time would put the
   // levels in a GPU thread's local memory instead of its registers.
@@ -47,7 +49,7 @@ struct Cascade {
       A up = level[0];
       level[0] = Op::template identity<A>();
       ++chunks;
-      std::uint64_t c = chunks;
+      std::uint32_t c = chunks;
       bool carry = true;  // `up` still travels: level k - 1 was full
       SOLDER_UNROLL
       for (int k = 1; k < levels; ++k) {

@@ -368,8 +368,10 @@ __device__ SOLDER_INLINE OutT finalized(typename Ev::A const& acc, std::int64_t 
 
 // With one chunk (chunks == 1: the lines are short, or so many that their columns fill the GPU)
 // a line is folded whole, and its result is stored at once: no partials, no merge_kernel.
+// Three blocks per SM, not four: a thread's cascade of partials (backend/cascade.hpp) and a
+// rank-4 input's index walk spilled at four's cap of 64 registers.
 template <int D, class Ev, class OutT>
-__global__ void __launch_bounds__(block_threads, 4)
+__global__ void __launch_bounds__(block_threads, 3)
     columns_kernel(Ev ev, typename Ev::A* partials, OutT* out, Index<D> ost, Index<D> dom,
                    std::int64_t lines, int chunks, std::int64_t chunk) {
   using A = typename Ev::A;
