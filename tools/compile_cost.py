@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Build cost against an older commit, side by side on this machine: g++ -O2 user seconds of one
 assignment alone in a file (a softmax, a layer_norm, DESIGN.md's chain, and the header alone;
-the least of --runs compiles each), then, with --suite, the CPU seconds of the host test files
+the least of --runs compiles each; the older commit includes solder.hpp, this tree both
+solder.hpp and solder/expressions.hpp, the header such a file needs), then, with --suite, the CPU seconds of the host test files
 that both commits have, compiled two at a time with the release flags and no ccache.
 Usage: tools/compile_cost.py [--against c444a8e] [--runs 2] [--suite] [--cxx g++]
 """
@@ -31,10 +32,10 @@ def user_seconds(cmd):
     return (u.children_user - t.children_user), (u.children_system - t.children_system)
 
 
-def one_file(cxx, tree, body, tmp, runs):
+def one_file(cxx, tree, body, tmp, runs, header="solder.hpp"):
     src = os.path.join(tmp, "f.cpp")
     with open(src, "w") as f:
-        f.write("#include <solder/solder.hpp>\nnamespace sd = solder;\n" + body + "\n")
+        f.write(f"#include <solder/{header}>\nnamespace sd = solder;\n" + body + "\n")
     cmd = [cxx, *FLAGS, "-I" + os.path.join(tree, "include"), "-c", src, "-o", os.path.join(tmp, "f.o")]
     return min(user_seconds(cmd)[0] for _ in range(runs))
 
@@ -68,11 +69,13 @@ def main():
         subprocess.run(["git", "-C", ROOT, "worktree", "add", "-f", "--detach", old, a.against],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            print(f"g++ -O2 user seconds, least of {a.runs} ({a.against} / this tree / ratio)")
+            print(f"g++ -O2 user seconds, least of {a.runs}: {a.against} (solder.hpp) / this tree "
+                  "(solder.hpp, ratio) / this tree (solder/expressions.hpp, ratio)")
             for name, body in FILES.items():
                 o = one_file(a.cxx, old, body, tmp, a.runs)
                 n = one_file(a.cxx, ROOT, body, tmp, a.runs)
-                print(f"  {name:11s} {o:6.2f} {n:6.2f}  {n / o:5.2f}")
+                e = one_file(a.cxx, ROOT, body, tmp, a.runs, "expressions.hpp")
+                print(f"  {name:11s} {o:6.2f} {n:6.2f} {n / o:5.2f} {e:6.2f} {e / o:5.2f}")
             if a.suite:
                 def tests(tree):
                     return {f for f in os.listdir(os.path.join(tree, "tests")) if f.endswith(".cpp")}
