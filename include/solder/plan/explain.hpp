@@ -16,9 +16,17 @@ namespace solder {
 
 namespace detail {
 
+// One planned kernel as its readers (explain, the runtime's logs, hints and fullgraph verdict)
+// use it: they read these fields, never explain's text.
 struct KernelInfo {
-  std::string kind, shape, dtype, expr, reason, shared;
-  std::string split_reason;  // why its reductions run as kernels of their own (run-time break)
+  enum class Loop { element_wise, reduction, rows, contraction };
+  Loop loop = Loop::element_wise;
+  std::string kind, shape, dtype, expr, reason, shared;  // kind, shape: loop and extents as text
+  std::vector<std::int64_t> extents;
+  RunTimeBreak split = RunTimeBreak::none;  // why its reductions run as kernels of their own,
+  std::string split_reason;                 // and that in words
+  // The run-time break of the kernel that reads it, when that made it a kernel of its own.
+  RunTimeBreak split_from = RunTimeBreak::none;
   int fused = 0;
   bool anchored = false;  // the kernel is a contraction, the rest its epilogue (has_anchor)
   std::string apart;      // why its anchor is a kernel of its own instead (fused_epilogue)
@@ -93,6 +101,7 @@ std::pair<std::string, int> describe(N const& n, Explainer& x, KernelInfo& k, in
       producer = plan_kernel(n, x, Split ? n.name() + ": " + k.split_reason + " (run-time break)"
                                    : anchor && !k.apart.empty() ? k.apart
                                                                 : break_reason<N, D, InReduce>());
+      if constexpr (Split) x.kernels[static_cast<std::size_t>(producer)].split_from = k.split;
       x.materialized[n.id] = producer;
     }
     k.read += numel_of<N::rank>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
@@ -224,6 +233,7 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   RunTimeBreak const split = config.split;
   Lines<D> const& lines = config.lines;
   bool agree = split == RunTimeBreak::none;
+  k.split = split;
   k.anchored = has_anchor<N>() && agree;
   if constexpr (has_anchor<N>() && !fused_epilogue<N>())
     if (k.anchored) k.anchored = false, k.apart = device_rules<rules_device<N>>::unfused_epilogue(n);
@@ -248,6 +258,7 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
   k.expr = agree ? describe_node<D, false, false>(n, x, k, cl).first
                  : describe_node<D, false, true>(n, x, k, cl).first;
   k.shape = shape_string<D>(n.shape());
+  k.extents.assign(n.shape().begin(), n.shape().end());
   k.dtype = dtype_label<typename N::value_type>();
   k.written = numel_of<D>(n.shape()) * static_cast<std::int64_t>(sizeof(typename N::value_type));
   bool reduces = N::kind == NodeKind::reduce;
@@ -262,10 +273,13 @@ int plan_kernel(N const& n, Explainer& x, std::string reason) {
     std::string axes;
     for (int a = 0; a < D; ++a)
       if (lines.axis[a]) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
+    k.loop = KernelInfo::Loop::rows;
     k.kind = "row kernel (reductions broadcast along dim " + axes + ")";
   } else if (k.anchored) {
+    k.loop = KernelInfo::Loop::contraction;
     k.kind = "contraction kernel (the element-wise rest is its epilogue)";
   } else {
+    k.loop = reduces ? KernelInfo::Loop::reduction : KernelInfo::Loop::element_wise;
     k.kind = reduces ? "reduction kernel" : "element-wise kernel";
   }
   int id = static_cast<int>(x.kernels.size());

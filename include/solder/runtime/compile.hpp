@@ -248,42 +248,27 @@ inline std::string signature_text(std::string_view key) {
   return s.empty() ? "no guarded arguments" : s;
 }
 
-// The breaks in a block's plan (sd::explain's text): "kernel 1: materialized because ...".
-inline std::vector<std::string> plan_breaks(std::string const& plan) {
+// The breaks in a block's plan: "kernel 1: materialized because ...".
+inline std::vector<std::string> plan_breaks(std::vector<detail::KernelInfo> const& kernels) {
   std::vector<std::string> breaks;
-  std::istringstream lines(plan);
-  std::string line, kernel;
-  while (std::getline(lines, line)) {
-    if (line.starts_with("kernel ")) kernel = line.substr(0, line.find(':'));
-    if (line.starts_with("  break: ")) breaks.push_back(kernel + ": " + line.substr(9));
-  }
+  for (std::size_t k = 0; k < kernels.size(); ++k)
+    if (!kernels[k].reason.empty())
+      breaks.push_back("kernel " + std::to_string(k) + ": materialized because " + kernels[k].reason);
   return breaks;
 }
 // Below this, a kernel's fork and launch cost more than its memory traffic (a few microseconds).
 inline constexpr std::int64_t small_kernel_bytes = 16 << 10;
 
-// A hint when a kernel's innermost extent ("[64, 33]") leaves a ragged tail on every line of
-// 64-byte vectors: padding it to a multiple (sd::pad_to) keeps the lines whole.
-inline std::string ragged(std::string const& shape, std::string const& dtype) {
-  auto const comma = shape.find_last_of(", [");
-  if (shape.size() < 3 || comma == std::string::npos) return "";
-  std::int64_t inner = 0;
-  try {
-    inner = std::stoll(shape.substr(comma + 1));
-  } catch (...) {
-    return "";
-  }
-  std::int64_t const lanes = dtype == "float64" || dtype == "int64" ? 8 : dtype == "bool" ? 64 : 16;
+// A hint when a kernel's innermost extent leaves a ragged tail on every line of 64-byte
+// vectors: padding it to a multiple (sd::pad_to) keeps the lines whole.
+inline std::string ragged(detail::KernelInfo const& k) {
+  if (k.extents.empty()) return "";
+  std::int64_t const inner = k.extents.back();
+  std::int64_t const lanes = k.dtype == "float64" || k.dtype == "int64" ? 8 : k.dtype == "bool" ? 64 : 16;
   if (inner >= lanes * 4 || inner % lanes == 0 || inner < 2) return "";
   return "the innermost extent " + std::to_string(inner) + " is not a multiple of " + std::to_string(lanes) +
          " (one 64-byte vector): every line ends in a partial vector; sd::pad_to<" + std::to_string(lanes) +
          "> (with its mask) makes the lines whole";
-}
-
-// A block's first kernel, as its plan describes it.
-inline std::string first_kernel(std::string const& plan) {
-  std::size_t const at = plan.find("\nkernel 0: ");
-  return at == std::string::npos ? plan.substr(0, plan.find('\n')) : plan.substr(at + 1, plan.find('\n', at + 1) - at - 1);
 }
 
 // The first graph break the planner made in a forward, or "" when each block is one kernel.
@@ -292,10 +277,10 @@ inline std::string first_kernel(std::string const& plan) {
 inline std::string planner_break(nn::detail::ForwardLog const& log) {
   for (std::size_t b = 0; b < log.blocks.size(); ++b) {
     if (log.blocks[b].size() <= 1) continue;
-    auto const found = plan_breaks(log.plans[b]);
+    auto const found = plan_breaks(log.blocks[b]);
     return "block " + std::to_string(b) + " is " + std::to_string(log.blocks[b].size()) +
            " kernels, not one (a graph break the planner made): " +
-           (found.empty() ? first_kernel(log.plans[b]) : found.front()) +
+           (found.empty() ? "kernel 0: " + log.blocks[b].front().kind : found.front()) +
            "; sd::materialize on the part it materializes would make it a user break";
   }
   return "";
@@ -438,7 +423,7 @@ class CompileCache {
       if (b + 1 < blocks.plans.size())
         breaks += name + ": " + block + " is materialized before the result, a user break (sd::materialize): the " +
                   "blocks after it read it from memory\n";
-      for (auto const& brk : plan_breaks(blocks.plans[b])) breaks += name + ": " + block + ", " + brk + "\n";
+      for (auto const& brk : plan_breaks(blocks.blocks[b])) breaks += name + ": " + block + ", " + brk + "\n";
     }
     if (log_enabled(Log::fusion)) {
       std::istringstream lines("first call of " + signature_text(s.signature) +
@@ -465,8 +450,8 @@ class CompileCache {
       for (std::size_t k = 0; k < kernels.size(); ++k) {
         auto const& info = kernels[k];
         std::string const at = block + ", kernel " + std::to_string(k) + " (" + info.expr.substr(0, 60) + ")";
-        element_wise = element_wise && info.kind == "element-wise kernel";
-        if (info.reason.find("fold leading dims") != std::string::npos)
+        element_wise = element_wise && info.loop == detail::KernelInfo::Loop::element_wise;
+        if (info.split_from == RunTimeBreak::leading_dims)
           os << at << ": a reduction over a dim that is not the innermost runs as a kernel of its own; transposing "
                 "the input once (or reducing the last dim) lets it fuse\n";
         else if (!info.reason.empty())
@@ -475,7 +460,7 @@ class CompileCache {
         if (info.read + info.written < small_kernel_bytes)
           os << at << ": moves " << human_bytes(info.read + info.written)
              << ", too little to be worth a kernel of its own; fuse it into its neighbours or batch the inputs\n";
-        if (std::string const tail = ragged(info.shape, info.dtype); !tail.empty()) os << at << ": " << tail << "\n";
+        if (std::string const tail = ragged(info); !tail.empty()) os << at << ": " << tail << "\n";
       }
       if (element_wise && b > 0)
         os << block << " is element-wise only, yet materialized on its own: "
