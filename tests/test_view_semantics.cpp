@@ -129,3 +129,37 @@ TEST_CASE("static extents follow transpose<D0, D1> and flatten<S, E>", "[views][
   ref::check_close(sd::eval(y), p.value, ref::Tol{4, 0, 1}, "mm(a, transpose<-2, -1>(w))", &p.scale);
   ref::check_close(sd::eval(sd::linear(a, w)), p.value, ref::Tol{4, 0, 1}, "linear(a, w)", &p.scale);
 }
+
+// The same through views of expressions: transpose<D0, D1> and t (torch.t) of an element-wise
+// expression over static tensors, and of a contraction (a View node), keep what is static
+// (tests/compile_fail: mm_static_transposed_expression_mismatch).
+TEST_CASE("static extents follow views of expressions and t()", "[views][extents]") {
+  sd::Tensor<float, sd::ext<3, 4>> a = ref::uniform<float>(-1, 1, 3, 4);
+  sd::Tensor<float, sd::ext<5, 4>> w = ref::uniform<float>(-1, 1, 5, 4);
+  sd::Tensor<float, sd::ext<4>> b = ref::uniform<float>(-1, 1, 4);
+  static_assert(decltype(sd::t(w))::static_extents[0] == 4 && decltype(sd::t(w))::static_extents[1] == 5);
+  static_assert(decltype(sd::t(b))::rank == 1);
+  auto wt = sd::t(w * 2.f);
+  static_assert(decltype(wt)::static_extents[0] == 4 && decltype(wt)::static_extents[1] == 5);
+  // A broadcast input is not of the expression's shape: its view goes through expand.
+  auto bt = sd::transpose<0, 1>(w + b);
+  static_assert(decltype(bt)::static_extents[0] == 4 && decltype(bt)::static_extents[1] == 5);
+  static_assert(decltype(sd::transpose(w * 2.f, 0, 1))::static_extents[0] == sd::dyn);
+
+  auto y = sd::mm(a, sd::t(w * 2.f));
+  static_assert(decltype(y)::static_extents[0] == 3 && decltype(y)::static_extents[1] == 5);
+  Array w2 = ref::of(w), wb = ref::of(w);
+  for (std::int64_t i = 0; i < 20; ++i) {
+    w2[i] *= 2;
+    wb[i] = static_cast<float>(wb[i]) + b(i % 4);  // the sum as float adds it
+  }
+  auto p = ref::matmul(ref::of(a), ref::transpose(w2, 0, 1));
+  ref::check_close(sd::eval(y), p.value, ref::Tol{4, 0, 1}, "mm(a, t(w * 2))", &p.scale);
+  ref::check_equal(sd::eval(bt), ref::transpose(wb, 0, 1), "transpose<0, 1>(w + b)");
+
+  auto yt = sd::t(sd::mm(a, sd::t(w)));  // a View of a contraction: [5, 3]
+  static_assert(decltype(yt)::static_extents[0] == 5 && decltype(yt)::static_extents[1] == 3);
+  auto q = ref::matmul(ref::of(a), ref::transpose(ref::of(w), 0, 1));
+  auto qt = ref::transpose(q.value, 0, 1);
+  ref::check_close(sd::eval(yt), qt, ref::Tol{4, 0, 1}, "t(mm(a, t(w)))", &q.scale);
+}

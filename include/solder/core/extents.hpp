@@ -136,6 +136,15 @@ namespace detail {
 // NumPy broadcasting of compile-time extents. A static extent other than 1 is the result's
 // whatever the other side is (a dynamic one must be 1 or the same, checked at run time: a
 // softmax's x of [dyn, 1024] against its max of [dyn, dyn] is [dyn, 1024]); dyn otherwise.
+// a and b are the same extents, each known at compile time.
+template <int RA, int RB>
+constexpr bool same_static_extents(Extents<RA> a, Extents<RB> b) {
+  if (RA != RB) return false;
+  for (int i = 0; i < RA; ++i)
+    if (a.e[i] == dyn || a.e[i] != b.e[i]) return false;
+  return true;
+}
+
 template <int RA, int RB>
 constexpr Extents<(RA > RB ? RA : RB)> broadcast_extents(Extents<RA> a, Extents<RB> b) {
   constexpr int R = RA > RB ? RA : RB;

@@ -43,6 +43,14 @@ auto transpose(TT const& t) {
   return BasicTensor<typename TT::value_type, E, typename TT::device_type>(transpose(t, a, b));
 }
 
+// t(x): torch.t — a 2-d tensor transposed, with its static extents; 0-d and 1-d as they are.
+template <TensorType TT>
+  requires(TT::rank <= 2)
+auto t(TT const& x) {
+  if constexpr (TT::rank == 2) return transpose<0, 1>(x);
+  else return x;
+}
+
 template <TensorType TT>
 auto permute(TT const& t, std::array<std::int64_t, TT::rank> const& dims) {
   constexpr int R = TT::rank;

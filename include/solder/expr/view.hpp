@@ -46,7 +46,11 @@ struct View : detail::ExprTag, detail::OneInput<C> {
   using result_tensor = std::remove_cvref_t<std::invoke_result_t<F const&, input_tensor const&>>;
   using value_type = typename result_tensor::value_type;
   static constexpr int rank = result_tensor::rank;
-  static constexpr auto static_extents = dynamic_extents<rank>();
+  // What the view makes of a tensor with the child's static extents: a view whose dims are
+  // known at compile time (transpose<0, 1>, t) carries them, so a contraction checks them.
+  static constexpr auto static_extents =
+      std::remove_cvref_t<std::invoke_result_t<F const&, BasicTensor<typename input_tensor::value_type, C::static_extents,
+                                                                     device_type> const&>>::static_extents;
 
   using detail::OneInput<C>::input;
   F view;
@@ -73,16 +77,20 @@ struct View : detail::ExprTag, detail::OneInput<C> {
 
 namespace detail {
 
-// Applies a tensor view to every input of an element-wise expression of shape `full`, after
-// broadcasting each input to that shape (so the view means the same for all).
-template <class N, std::size_t R, class F>
+// Applies a tensor view to every input of an element-wise expression of shape `full` (static
+// extents Full), after broadcasting each input to that shape (so the view means the same for
+// all). An input whose static extents are Full, all known, has that shape already: the view is
+// taken of it as it is, and keeps what is static.
+template <auto Full, class N, std::size_t R, class F>
 auto push_view(N const& n, std::array<std::int64_t, R> const& full, F const& f) {
   if constexpr (N::kind == NodeKind::leaf) {
-    return as_node(f(expand(n.tensor, full)));
+    if constexpr (same_static_extents(N::static_extents, Full))
+      return as_node(f(n.tensor));
+    else return as_node(f(expand(n.tensor, full)));
   } else if constexpr (N::kind == NodeKind::scalar) {
     return n;
   } else if constexpr (N::kind == NodeKind::map) {
-    return map_children(n, [&](auto const& c) { return push_view(c, full, f); });
+    return map_children(n, [&](auto const& c) { return push_view<Full>(c, full, f); });
   } else {
     unhandled_kind<N>("push_view");
   }
@@ -95,7 +103,7 @@ template <bool Pushable, bool KeepsOrder, class X, class F>
 auto view_expr(X const& x, F f, char const* name) {
   using N = node_t<X>;
   if constexpr (Pushable && elementwise_only<N>()) {
-    return push_view(x, x.shape(), f);
+    return push_view<N::static_extents>(x, x.shape(), f);
   } else if constexpr (N::kind == NodeKind::view) {
     auto both = [inner = x.view, f](auto const& t) { return f(inner(t)); };
     return View<std::remove_cvref_t<decltype(x.input)>, decltype(both), KeepsOrder && N::keeps_order>(
@@ -113,7 +121,14 @@ auto transpose(X const& x, std::int64_t d0, std::int64_t d1) {
 }
 template <int D0, int D1, Expr X>
 auto transpose(X const& x) {
-  return transpose(x, D0, D1);
+  return detail::view_expr<true, false>(x, [](auto const& t) { return transpose<D0, D1>(t); }, "transpose");
+}
+// t(x): torch.t — a 2-d operand transposed, with its static extents; 0-d and 1-d as they are.
+template <Expr X>
+  requires(X::rank <= 2)
+auto t(X const& x) {
+  if constexpr (X::rank == 2) return transpose<0, 1>(x);
+  else return x;
 }
 template <Expr X>
 auto permute(X const& x, std::array<std::int64_t, X::rank> const& dims) {
