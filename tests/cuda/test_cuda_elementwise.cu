@@ -169,3 +169,54 @@ TEST_CASE("aliasing: y = transpose(y) on the device", "[gpu][elementwise]") {
   y = sd::transpose(y, 0, 1);
   same_bits(y, sd::eval(sd::transpose(h, 0, 1)));
 }
+
+// Several results from one kernel (sd::assign(std::tie(...)), sd::eval(a, b)) on the device: the
+// same functors as the host's, so an element-wise update agrees bit for bit, stored by one
+// kernel, in place (each value of a point is computed before any is stored); reductions among
+// the results (a row's mean and variance) within the tolerance of another fold order; other
+// strides through temporaries; tensors that share memory refused.
+TEST_CASE("several results from one kernel on the device", "[gpu][results]") {
+  constexpr float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 1e-2f, c1 = 0.19f, c2 = 0.001999f;
+  auto update = [&](auto& p, auto& m, auto& v, auto const& g) {
+    auto m_next = b1 * m + (1 - b1) * g;
+    auto v_next = b2 * v + (1 - b2) * g * g;
+    auto p_next = p - lr * ((m_next / c1) / (sd::sqrt(v_next / c2) + eps) + wd * p);
+    static_assert(sd::kernel_count<decltype(sd::results(p_next, m_next, v_next))> == 1);
+    sd::assign(std::tie(p, m, v), p_next, m_next, v_next);
+  };
+  for (std::int64_t rows : {3, 1031 * 7}) {
+    INFO("rows " << rows);
+    sd::Tensor<float, 2> g = host_rand<float>(rows, 7), p = host_rand<float>(rows, 7);
+    sd::Tensor<float, 2> m = sd::eval(host_rand<float>(rows, 7) * 0.1f), v = sd::eval(sd::abs(host_rand<float>(rows, 7)) * 0.01f);
+    sd::Tensor<float, 2, sd::Cuda> dg = g.to<sd::Cuda>(), dp = p.to<sd::Cuda>(), dm = m.to<sd::Cuda>(),
+                                   dv = v.to<sd::Cuda>();
+    auto const before = sd::detail::kernels_run();
+    update(dp, dm, dv, dg);
+    CHECK(sd::detail::kernels_run() - before == 1);
+    update(p, m, v, g);
+    same_bits(dp, p);
+    same_bits(dm, m);
+    same_bits(dv, v);
+  }
+
+  auto x = host_rand<float>(37, 1029);
+  auto dx = x.to<sd::Cuda>();
+  auto const before = sd::detail::kernels_run();
+  auto [mean, var] = sd::eval(sd::mean(dx, 1), sd::var(dx, 1));
+  CHECK(sd::detail::kernels_run() - before == 1);
+  static_assert(std::is_same_v<decltype(mean)::device_type, sd::Cuda>);
+  auto [hmean, hvar] = sd::eval(sd::mean(x, 1), sd::var(x, 1));
+  close(mean, hmean, 1e-5);
+  close(var, hvar, 1e-5);
+
+  // A transposed destination: computed into contiguous temporaries, then copied.
+  sd::Tensor<float, 2, sd::Cuda> a = sd::zeros<float, sd::Cuda>(sd::shape(5, 6));
+  sd::Tensor<float, 2, sd::Cuda> b = sd::zeros<float, sd::Cuda>(sd::shape(6, 5));
+  auto small = host_rand<float>(6, 5);
+  auto bt = sd::transpose(b, 0, 1);
+  sd::assign(std::tie(a, bt), sd::transpose(small.to<sd::Cuda>(), 0, 1) * 2.f,
+             sd::transpose(small.to<sd::Cuda>(), 0, 1) + 1.f);
+  same_bits(a, sd::eval(sd::transpose(small, 0, 1) * 2.f));
+  same_bits(b, sd::eval(small + 1.f));
+  CHECK_THROWS_WITH(sd::assign(std::tie(a, a), a * 1.f, a * 2.f), Catch::Contains("share memory"));
+}

@@ -135,6 +135,16 @@ struct Links {
   }
 };
 
+// Where a kernel writes, on either backend: a pointer to its output's elements, or the pointers
+// of several outputs that one kernel writes (OutPointers, backend/results.hpp). out_value_t:
+// what one point stores.
+template <class Out>
+struct out_value {
+  using type = std::remove_pointer_t<Out>;
+};
+template <class Out>
+using out_value_t = typename out_value<Out>::type;
+
 // Asks the cache for the n values at p ahead of their use (host lines, executor.hpp): one
 // request per 64-byte line, to read or to write. x86-64 gets the instructions themselves: g++
 // 12 folds a loop of __builtin_prefetch into a single prefetch.

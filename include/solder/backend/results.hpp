@@ -12,49 +12,51 @@
 
 namespace solder::detail {
 
-namespace host {
-// The element pointers of several outputs of one shape and strides, moved together.
+// The element pointers of several outputs of one shape and strides, moved together (on the
+// host and in CUDA kernels).
 template <class... T>
 struct OutPointers {
   std::tuple<T*...> p;
 
   struct Point {
     std::tuple<T*...> p;
-    SOLDER_INLINE void operator=(Pack<T...> const& v) const {
+    SOLDER_HD SOLDER_INLINE void operator=(Pack<T...> const& v) const {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         ((*std::get<I>(p) = std::get<I>(v.values)), ...);
       }(std::index_sequence_for<T...>{});
     }
   };
-  SOLDER_INLINE OutPointers operator+(std::int64_t o) const {
-    return {std::apply([o](T*... q) { return std::tuple<T*...>(q + o...); }, p)};
+  SOLDER_HD SOLDER_INLINE OutPointers operator+(std::int64_t o) const {
+    return {[&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<T*...>(std::get<I>(p) + o...);
+    }(std::index_sequence_for<T...>{})};
   }
-  SOLDER_INLINE Point operator[](std::int64_t j) const { return {(*this + j).p}; }
+  SOLDER_HD SOLDER_INLINE Point operator[](std::int64_t j) const { return {(*this + j).p}; }
 };
 template <class... T>
 struct out_value<OutPointers<T...>> {
   using type = Pack<T...>;
 };
-// The executor's prefetch of an output run, for each output.
+// The host executor's prefetch of an output run, for each output.
 template <class... T>
 void prefetch_run(OutPointers<T...> const& out, std::int64_t n, bool write) {
   std::apply([&](T*... q) { (solder::detail::prefetch_run(q, n, write), ...); }, out.p);
 }
-}  // namespace host
 
 // What the planned kernels write into: the tensors of several results, seen as one output
 // (rank, shape, strides, device) whose elements are packs.
-template <int R, class... Dst>
+template <int R, class Device, class... Dst>
 class ResultTensors {
  public:
   static constexpr int rank = R;
+  static constexpr auto static_extents = dynamic_extents<R>();
   using value_type = Pack<typename Dst::value_type...>;
-  using device_type = Host;
+  using device_type = Device;
 
   explicit ResultTensors(Dst&... d) : dst_(d...) {}
   Index<R> const& shape() const { return std::get<0>(dst_).shape(); }
   Index<R> const& strides() const { return std::get<0>(dst_).strides(); }
-  host::OutPointers<typename Dst::value_type...> data() const {
+  OutPointers<typename Dst::value_type...> data() const {
     return {std::apply([](Dst&... d) { return std::tuple<typename Dst::value_type*...>(d.data()...); }, dst_)};
   }
 
@@ -89,9 +91,9 @@ void assign_results(N const& node, Dst&... dst) {
   static_assert(is_results<N>);
   static_assert((true && ... && (Dst::rank == R)),
                 "solder: assign: the number of tensors and their ranks must match the results");
-  static_assert((true && ... && std::is_same_v<typename Dst::device_type, Host>),
-                "solder: assign: several results in one kernel run on sd::Host tensors only for now "
-                "(assign each result to its sd::Cuda tensor on its own)");
+  using Device = typename N::device_type;
+  static_assert((true && ... && std::is_same_v<typename Dst::device_type, Device>),
+                "solder: assign: results are stored into tensors on the device the expressions run on");
   static_assert(!has_anchor<N>(),
                 "solder: assign: a contraction cannot be one of several results yet (materialize it "
                 "first, or assign it on its own)");
@@ -121,22 +123,22 @@ void assign_results(N const& node, Dst&... dst) {
     bool const direct = (true && ... && same_index<R>(dst.strides(), first.strides())) &&
                         !(false || ... || overlaps<R, false>(n, dst));
     if (direct) {
-      ResultTensors<R, Dst...> out(dst...);
+      ResultTensors<R, Device, Dst...> out(dst...);
       run_plan(out, n);
       return;
     }
     // Other strides, or an input that overlaps an output other than as its very view: every
     // value is computed into contiguous tensors first, then copied out.
-    std::tuple<BasicTensor<typename Dst::value_type, dynamic_extents<R>(), Host>...> tmp{
-        BasicTensor<typename Dst::value_type, dynamic_extents<R>(), Host>(node.shape())...};
+    std::tuple<BasicTensor<typename Dst::value_type, dynamic_extents<R>(), Device>...> tmp{
+        BasicTensor<typename Dst::value_type, dynamic_extents<R>(), Device>(node.shape())...};
     std::apply(
         [&](auto&... t) {
-          ResultTensors<R, std::remove_cvref_t<decltype(t)>...> out(t...);
+          ResultTensors<R, Device, std::remove_cvref_t<decltype(t)>...> out(t...);
           run_plan(out, n);
         },
         tmp);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (run_kernel(dst, Leaf<typename Dst::value_type, dynamic_extents<R>(), Host>(std::get<I>(tmp))), ...);
+      (run_kernel(dst, Leaf<typename Dst::value_type, dynamic_extents<R>(), Device>(std::get<I>(tmp))), ...);
     }(std::index_sequence_for<Dst...>{});
   });
 }
@@ -146,9 +148,10 @@ void assign_results(N const& node, Dst&... dst) {
 namespace solder {
 
 namespace detail {
-// The tensor sd::eval(x) makes for x, on the host.
+// The tensor sd::eval(x) makes for x, on its device.
 template <class X>
-using result_tensor = BasicTensor<canonical_t<typename node_t<X>::value_type>, node_t<X>::static_extents, Host>;
+using result_tensor = BasicTensor<canonical_t<typename node_t<X>::value_type>, node_t<X>::static_extents,
+                                  typename node_t<X>::device_type>;
 }  // namespace detail
 
 // sd::assign(std::tie(a, b), ea, eb): ea into a and eb into b, as one kernel (one pass over the

@@ -64,24 +64,28 @@ __device__ SOLDER_INLINE void store_vec(T* p, Vec<T, V> const& v) {
 // the element-wise chain's loop fewer instructions; signed gives the row kernels' loops fewer:
 // the compiler then steps their line pointers instead of recomputing each address). I: the
 // index type of the rest, 32-bit where the caller knows the run is short enough. S > 0: every
-// thread takes S vector steps (n and step known at compile time).
-template <int U, class J, class I, int S = 0, class OutT, class Ev>
-__device__ SOLDER_INLINE void write_run(Ev const& ev, OutT* out, I n, I first, I step, bool vec) {
+// thread takes S vector steps (n and step known at compile time). Several outputs (OutPointers)
+// are written a value at a time.
+template <int U, class J, class I, int S = 0, class Out, class Ev>
+__device__ SOLDER_INLINE void write_run(Ev const& ev, Out out, I n, I first, I step, bool vec) {
+  using OutT = out_value_t<Out>;
   constexpr int V = vec_width<OutT>;
   I done = 0;
-  if (vec) {
-    auto const nv = static_cast<J>(n / V);
-    auto each = [&](J i) {
-      auto v = ev.template line_vec<V>(std::int64_t(i) * V);
-      Vec<OutT, V> o;
-      SOLDER_UNROLL
-      for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
-      store_vec(out + std::int64_t(i) * V, o);
-    };
-    if constexpr (S > 0)
-      for_count<S, static_steps<Ev, S>>(static_cast<J>(first), static_cast<J>(step), each);
-    else for_steps<U>(static_cast<J>(first), nv, static_cast<J>(step), each);
-    done = static_cast<I>(nv * V);
+  if constexpr (std::is_pointer_v<Out>) {
+    if (vec) {
+      auto const nv = static_cast<J>(n / V);
+      auto each = [&](J i) {
+        auto v = ev.template line_vec<V>(std::int64_t(i) * V);
+        Vec<OutT, V> o;
+        SOLDER_UNROLL
+        for (int k = 0; k < V; ++k) o.v[k] = static_cast<OutT>(v.v[k]);
+        store_vec(out + std::int64_t(i) * V, o);
+      };
+      if constexpr (S > 0)
+        for_count<S, static_steps<Ev, S>>(static_cast<J>(first), static_cast<J>(step), each);
+      else for_steps<U>(static_cast<J>(first), nv, static_cast<J>(step), each);
+      done = static_cast<I>(nv * V);
+    }
   }
   for (I j = done + first; j < n; j += step) out[j] = static_cast<OutT>(ev.line(j));
 }
@@ -98,9 +102,10 @@ inline constexpr bool elementwise_eval<TileEval<T, D>> = true;  // a stored prod
 template <class Op, class C, int D, class... E>
 inline constexpr bool elementwise_eval<MapEval<Op, C, D, E...>> = (true && ... && elementwise_eval<E>);
 
-template <class OutT, int D, class Ev>
+template <class Out, int D, class Ev>
 __global__ void __launch_bounds__(block_threads)
-    elementwise_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
+    elementwise_kernel(Ev ev, Out out, Index<D> ost, Index<D> dom, std::int64_t n, Walk walk) {
+  using OutT = out_value_t<Out>;
   std::uint32_t const run = static_cast<std::uint32_t>(n);  // n <= max_run (launch)
   if (walk == Walk::shared) {
     if constexpr (repeated_leaf<Ev>)
@@ -134,11 +139,12 @@ __global__ void __launch_bounds__(block_threads)
 // L > 0: the static-length variant (launch_lines checked that it applies): the lines are
 // contiguous runs of L values, the group a warp, and every reduction folds one such run, so
 // every loop of a line has compile-time bounds and unrolls fully, and no thread tests a bound.
-template <class OutT, int D, int L, class Ev>
+template <class Out, int D, int L, class Ev>
 __global__ void __launch_bounds__(block_threads, 4)
-    lines_kernel(Ev ev, OutT* out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
+    lines_kernel(Ev ev, Out out, Index<D> ost, Index<D> dom, std::array<bool, D> inner,
                  int outermost, std::int64_t len, std::int64_t outer, bool contiguous, int group,
                  bool records) {
+  using OutT = out_value_t<Out>;
   constexpr int V = vec_width<OutT>;
   constexpr int S = L > 0 && L % (warp_threads * V) == 0 ? L / (warp_threads * V) : 0;
   int const g = L > 0 ? warp_threads : group;
@@ -163,12 +169,14 @@ __global__ void __launch_bounds__(block_threads, 4)
     if (records) group_sync(g);
     if (L > 0 || contiguous) {
       ev.begin_line(idx);
-      OutT* op = out + dot<D>(idx, ost);
+      Out op = out + dot<D>(idx, ost);
+      bool vec = false;
       if constexpr (L == 0) {  // two loops over the line, the vector walk and its scalar rest
         pin_lines(ev);
-        op = pin_line(out, op);
+        if constexpr (std::is_pointer_v<Out>) op = pin_line(out, op);
       }
-      bool vec = n <= max_run && aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
+      if constexpr (std::is_pointer_v<Out>)
+        vec = n <= max_run && aligned_for<OutT, V>(op) && ev.template vec_aligned<V>();
       write_run<steps_in_flight<Ev>, std::int32_t, std::int64_t, S>(ev, op, n, rank, g, vec);
     } else {
       SOLDER_NO_UNROLL  // the kernel's prologue would divide by group for its trip count
@@ -211,12 +219,12 @@ inline int group_for(std::int64_t lines) {
 
 // The static length of a row kernel's lines: the last extent of its expression or of the tensor
 // it is stored in, where that is static and a warp's lines of it take at most 16 vector steps
-// a thread; 0 otherwise. launch_lines takes lines_kernel's variant for it when the lines are
+// a thread; 0 otherwise, and for several outputs (written a value at a time). launch_lines takes lines_kernel's variant for it when the lines are
 // that long at run time (a guard on the shape, as DESIGN.md §4 has it).
 template <class N, class OutTensor>
 constexpr std::int64_t static_line() {
   constexpr int D = N::rank;
-  if constexpr (D == 0) {
+  if constexpr (D == 0 || !std::is_pointer_v<decltype(std::declval<OutTensor&>().data())>) {
     return 0;
   } else {
     constexpr std::int64_t L = N::static_extents[D - 1] != dyn ? N::static_extents[D - 1]
@@ -227,9 +235,10 @@ constexpr std::int64_t static_line() {
 }
 
 // lines_kernel over the lines along the `inner` dims of out; L: static_line.
-template <std::int64_t L, class OutT, auto E, class Ev>
-void launch_lines(BasicTensor<OutT, E, Cuda>& out, Ev& ev, std::array<bool, rank_of<E>> const& inner) {
-  constexpr int D = rank_of<E>;
+template <std::int64_t L, class OutTensor, class Ev>
+void launch_lines(OutTensor& out, Ev& ev, std::array<bool, OutTensor::rank> const& inner) {
+  constexpr int D = OutTensor::rank;
+  using Out = decltype(out.data());
   Index<D> const& dom = out.shape();
   std::int64_t len = 1, outer = 1;
   for (int a = 0; a < D; ++a) (inner[a] ? len : outer) *= dom[a];
@@ -260,9 +269,9 @@ void launch_lines(BasicTensor<OutT, E, Cuda>& out, Ev& ev, std::array<bool, rank
   };
   if constexpr (L > 0) {
     if (contiguous && len == L && links.group == warp_threads && links.folds_lines)
-      return run(lines_kernel<OutT, D, static_cast<int>(L), Ev>);
+      return run(lines_kernel<Out, D, static_cast<int>(L), Ev>);
   }
-  run(lines_kernel<OutT, D, 0, Ev>);
+  run(lines_kernel<Out, D, 0, Ev>);
 }
 
 // The rows of an element-wise kernel with broadcast inputs (x + bias, whose bias repeats along
@@ -285,11 +294,13 @@ std::array<bool, D> broadcast_rows(Ev const& ev, Index<D> const& ost, Index<D> c
   return rows;
 }
 
-// (OutT is deduced, not read as OutTensor::value_type: see element_of in backend/eval.hpp.)
+// (Out is out.data()'s type, never a type read through the node: see element_of in
+// backend/eval.hpp.)
 // L: static_line, for the lines of a kernel with reductions.
-template <std::int64_t L = 0, class OutT, auto E, class Ev>
-void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& lines) {
-  constexpr int D = rank_of<E>;
+template <std::int64_t L = 0, class OutTensor, class Ev>
+void launch(OutTensor& out, Ev& ev, Lines<OutTensor::rank> const& lines) {
+  constexpr int D = OutTensor::rank;
+  using Out = decltype(out.data());
   Index<D> const& dom = out.shape();
   std::int64_t n = numel_of<D>(dom);
   cudaStream_t s = solder::cuda::stream();
@@ -297,8 +308,11 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
     Walk walk = Walk::strided;
     if (ev.contiguous(0, dom) && contiguous_from<D>(0, out.strides(), dom)) {
       ev.begin_line(Index<D>{});
-      constexpr int V = vec_width<OutT>;
-      bool vec = aligned_for<OutT, V>(out.data()) && ev.template vec_aligned<V>();
+      bool vec = false;
+      if constexpr (std::is_pointer_v<Out>) {
+        constexpr int V = vec_width<out_value_t<Out>>;
+        vec = aligned_for<out_value_t<Out>, V>(out.data()) && ev.template vec_aligned<V>();
+      }
       walk = !vec ? Walk::contiguous
              : repeated_leaf<Ev> && leaves_shared(ev) ? Walk::shared
                                                       : Walk::vector;
@@ -312,7 +326,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
           return;
         }
       }
-      elementwise_kernel<OutT, D><<<grid_for(n), block_threads, 0, s>>>(
+      elementwise_kernel<Out, D><<<grid_for(n), block_threads, 0, s>>>(
           ev, out.data(), out.strides(), dom, n, walk);
     } else {  // runs of at most max_run values, each from where the last ended
       for (std::int64_t start = 0; start < n; start += max_run) {
@@ -320,7 +334,7 @@ void launch(BasicTensor<OutT, E, Cuda>& out, Ev& ev, Lines<rank_of<E>> const& li
         Index<D> at;
         unravel_all<D>(start, dom, at);
         ev.begin_line(at);
-        elementwise_kernel<OutT, D><<<grid_for(len), block_threads, 0, s>>>(
+        elementwise_kernel<Out, D><<<grid_for(len), block_threads, 0, s>>>(
             ev, out.data() + start, out.strides(), dom, len, walk);
       }
     }

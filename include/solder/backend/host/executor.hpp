@@ -26,15 +26,6 @@ namespace solder::detail::host {
 
 inline constexpr std::int64_t parallel_threshold = 32768;  // elements: below, one thread
 
-// Where a kernel writes: a pointer to its output's elements, or the pointers of several outputs
-// that one kernel writes (OutPointers, backend/results.hpp). out_value_t: what one point stores.
-template <class Out>
-struct out_value {
-  using type = std::remove_pointer_t<Out>;
-};
-template <class Out>
-using out_value_t = typename out_value<Out>::type;
-
 template <int D>
 void unravel(std::int64_t o, std::array<bool, D> const& inner, Index<D> const& dom,
              Index<D>& idx) {
