@@ -51,3 +51,6 @@
 #include "backend/assign.hpp"
 #include "backend/results.hpp"
 #include "backend/eager.hpp"
+
+#include "autograd/derivatives.hpp"
+#include "autograd/value_and_grad.hpp"

@@ -165,6 +165,25 @@ bool same_storage(std::shared_ptr<A> const& a, std::shared_ptr<B> const& b) {
   return !a.owner_before(b) && !b.owner_before(a);
 }
 
+// The element offsets from t.data() of the lowest and the highest element t reaches.
+template <class TT>
+std::array<std::int64_t, 2> element_reach(TT const& t) {
+  std::int64_t lo = 0, hi = 0;
+  for (int i = 0; i < TT::rank; ++i) {
+    std::int64_t const reach = (t.shape()[i] - 1) * t.strides()[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo, hi};
+}
+// The bytes [first, last) that t's elements lie in (t not empty).
+template <class TT>
+std::array<char const*, 2> byte_span(TT const& t) {
+  constexpr auto size = static_cast<std::int64_t>(sizeof(typename TT::value_type));
+  auto const* first = reinterpret_cast<char const*>(t.data());
+  auto const [lo, hi] = element_reach(t);
+  return {first + lo * size, first + (hi + 1) * size};
+}
+
 // Would writing `out` while this kernel reads its inputs clobber a value before it is read?
 // Safe only when an aliasing input is exactly the output's view (each element is read
 // before the same element is written, and lines are prepared before they are written).

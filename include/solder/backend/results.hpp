@@ -68,19 +68,7 @@ class ResultTensors {
 template <class A, class B>
 bool may_intersect(A const& a, B const& b) {
   if (!same_storage(a.storage(), b.storage()) || a.numel() == 0 || b.numel() == 0) return false;
-  auto span = [](auto const& t) {
-    using T = typename std::remove_cvref_t<decltype(t)>::value_type;
-    constexpr int TR = std::remove_cvref_t<decltype(t)>::rank;
-    auto const* first = reinterpret_cast<char const*>(t.data());
-    std::int64_t lo = 0, hi = 0;
-    for (int i = 0; i < TR; ++i) {
-      std::int64_t const reach = (t.shape()[i] - 1) * t.strides()[i];
-      (reach < 0 ? lo : hi) += reach;
-    }
-    return std::array<char const*, 2>{first + lo * std::int64_t(sizeof(T)),
-                                      first + (hi + 1) * std::int64_t(sizeof(T))};
-  };
-  auto const sa = span(a), sb = span(b);
+  auto const sa = byte_span(a), sb = byte_span(b);
   return sa[0] < sb[1] && sb[0] < sa[1];
 }
 

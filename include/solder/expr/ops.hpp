@@ -77,6 +77,9 @@ struct Predicate {  // comparisons and logic: bool out
   using result = bool;
 };
 
+// Each differentiable op states its derivative beside its value (the backward's vector-Jacobian
+// product, autograd/derivatives.hpp, multiplies it by the incoming gradient): `d` in x for a
+// unary op, `da` and `db` (the partials in a and in b) for a binary one. Floating types only.
 #define SOLDER_UNARY(Name, Kind, label, expr)                     \
   struct Name : Kind {                                            \
     static constexpr char const* name = label;                    \
@@ -84,6 +87,18 @@ struct Predicate {  // comparisons and logic: bool out
     SOLDER_HD SOLDER_INLINE constexpr auto operator()(T x) const { \
       return expr;                                                \
     }                                                             \
+  };
+#define SOLDER_UNARY_D(Name, Kind, label, expr, d)                       \
+  struct Name : Kind {                                                   \
+    static constexpr char const* name = label;                           \
+    template <class T>                                                   \
+    SOLDER_HD SOLDER_INLINE constexpr auto operator()(T x) const {        \
+      return expr;                                                       \
+    }                                                                    \
+    template <int I, class T>                                            \
+    SOLDER_HD SOLDER_INLINE constexpr T derivative(T x) const {          \
+      return d;                                                          \
+    }                                                                    \
   };
 #define SOLDER_BINARY(Name, Kind, label, expr)                         \
   struct Name : Kind {                                                 \
@@ -93,17 +108,33 @@ struct Predicate {  // comparisons and logic: bool out
       return expr;                                                     \
     }                                                                  \
   };
+#define SOLDER_BINARY_D(Name, Kind, label, expr, da, db)                   \
+  struct Name : Kind {                                                     \
+    static constexpr char const* name = label;                             \
+    template <class T>                                                     \
+    SOLDER_HD SOLDER_INLINE constexpr auto operator()(T a, T b) const {     \
+      return expr;                                                         \
+    }                                                                      \
+    template <int I, class T>                                              \
+    SOLDER_HD SOLDER_INLINE constexpr T derivative(T a, T b) const {       \
+      if constexpr (I == 0) return da;                                     \
+      else return db;                                                      \
+    }                                                                      \
+  };
 
-SOLDER_BINARY(Add, Arith, "add", wrapping_add(a, b))
-SOLDER_BINARY(Sub, Arith, "sub", wrapping_sub(a, b))
-SOLDER_BINARY(Mul, Arith, "mul", wrapping_mul(a, b))
-SOLDER_BINARY(Div, Floating, "div", a / b)
+SOLDER_BINARY_D(Add, Arith, "add", wrapping_add(a, b), T(1), T(1))
+SOLDER_BINARY_D(Sub, Arith, "sub", wrapping_sub(a, b), T(1), T(-1))
+SOLDER_BINARY_D(Mul, Arith, "mul", wrapping_mul(a, b), b, a)
+SOLDER_BINARY_D(Div, Floating, "div", a / b, T(1) / b, -a / (b * b))
 // softmax's last step, x * (1 / sum): a product the planner recognizes in the attention pattern
 // written out by hand (expr/attention.hpp).
 struct SoftmaxScale : Mul {};
-// NaN-propagating, like torch.maximum / torch.minimum.
-SOLDER_BINARY(Maximum, Arith, "maximum", (a > b || a != a) ? a : b)
-SOLDER_BINARY(Minimum, Arith, "minimum", (a < b || a != a) ? a : b)
+// NaN-propagating, like torch.maximum / torch.minimum; at a tie each side gets half the
+// gradient, as in PyTorch.
+SOLDER_BINARY_D(Maximum, Arith, "maximum", (a > b || a != a) ? a : b, a > b ? T(1) : a == b ? T(0.5) : T(0),
+                b > a ? T(1) : a == b ? T(0.5) : T(0))
+SOLDER_BINARY_D(Minimum, Arith, "minimum", (a < b || a != a) ? a : b, a < b ? T(1) : a == b ? T(0.5) : T(0),
+                b < a ? T(1) : a == b ? T(0.5) : T(0))
 SOLDER_BINARY(Eq, Predicate, "eq", a == b)
 SOLDER_BINARY(Ne, Predicate, "ne", a != b)
 SOLDER_BINARY(Lt, Predicate, "lt", a < b)
@@ -122,33 +153,52 @@ struct Pow : Arith, Heavy {
     else if constexpr (std::is_same_v<T, bool>) return a || !b;
     else return integer_pow(a, b);
   }
+  // b a^(b-1); and a^b log a, 0 where a = 0 and b >= 0 (PyTorch's choice at the edge).
+  template <int I, class T>
+  SOLDER_HD SOLDER_INLINE constexpr T derivative(T a, T b) const {
+    if constexpr (I == 0) return b == T(0) ? T(0) : b * math::pow(a, b - T(1));
+    else return a == T(0) && b >= T(0) ? T(0) : math::pow(a, b) * math::log(a);
+  }
 };
 
-SOLDER_UNARY(Neg, Arith, "neg", wrapping_neg(x))
+SOLDER_UNARY_D(Neg, Arith, "neg", wrapping_neg(x), T(-1))
 SOLDER_UNARY(LogicalNot, Predicate, "logical_not", x == T(0))
-SOLDER_UNARY(Abs, Arith, "abs", x < T(0) ? wrapping_neg(x) : x)  // abs(INT_MIN) = INT_MIN
-SOLDER_UNARY(Relu, Arith, "relu", x < T(0) ? T(0) : x)  // NaN stays NaN
-SOLDER_UNARY(Exp, Transcendental, "exp", math::exp(x))
-SOLDER_UNARY(Expm1, Transcendental, "expm1", math::expm1(x))
-SOLDER_UNARY(Log, Transcendental, "log", math::log(x))
-SOLDER_UNARY(Log1p, Transcendental, "log1p", math::log1p(x))
-SOLDER_UNARY(Sqrt, Floating, "sqrt", math::sqrt(x))
-SOLDER_UNARY(Rsqrt, Floating, "rsqrt", math::rsqrt(x))
-SOLDER_UNARY(Tanh, Transcendental, "tanh", math::tanh(x))
-SOLDER_UNARY(Sigmoid, Transcendental, "sigmoid", math::sigmoid(x))
-SOLDER_UNARY(Erf, Transcendental, "erf", math::erf(x))
-SOLDER_UNARY(Sin, Transcendental, "sin", math::sin(x))
-SOLDER_UNARY(Cos, Transcendental, "cos", math::cos(x))
-SOLDER_UNARY(Silu, Transcendental, "silu", x * math::sigmoid(x))
-// gelu(x) = x/2 (1 + erf(x/sqrt 2)), and PyTorch's approximate="tanh" form.
-SOLDER_UNARY(Gelu, Transcendental, "gelu",
-             T(0.5) * x * (T(1) + math::erf(x * T(0.70710678118654752440))))
-SOLDER_UNARY(GeluTanh, Transcendental, "gelu_tanh",
-             T(0.5) * x *
-                 (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
+SOLDER_UNARY_D(Abs, Arith, "abs", x < T(0) ? wrapping_neg(x) : x,  // abs(INT_MIN) = INT_MIN
+               x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0))
+SOLDER_UNARY_D(Relu, Arith, "relu", x < T(0) ? T(0) : x, x > T(0) ? T(1) : T(0))  // NaN stays NaN
+SOLDER_UNARY_D(Exp, Transcendental, "exp", math::exp(x), math::exp(x))
+SOLDER_UNARY_D(Expm1, Transcendental, "expm1", math::expm1(x), math::exp(x))
+SOLDER_UNARY_D(Log, Transcendental, "log", math::log(x), T(1) / x)
+SOLDER_UNARY_D(Log1p, Transcendental, "log1p", math::log1p(x), T(1) / (T(1) + x))
+SOLDER_UNARY_D(Sqrt, Floating, "sqrt", math::sqrt(x), T(0.5) / math::sqrt(x))
+SOLDER_UNARY_D(Rsqrt, Floating, "rsqrt", math::rsqrt(x), T(-0.5) * math::rsqrt(x) / x)
+SOLDER_UNARY_D(Tanh, Transcendental, "tanh", math::tanh(x), T(1) - math::tanh(x) * math::tanh(x))
+SOLDER_UNARY_D(Sigmoid, Transcendental, "sigmoid", math::sigmoid(x), math::sigmoid(x) * (T(1) - math::sigmoid(x)))
+// 2/sqrt(pi) exp(-x^2)
+SOLDER_UNARY_D(Erf, Transcendental, "erf", math::erf(x), T(1.12837916709551257390) * math::exp(-x * x))
+SOLDER_UNARY_D(Sin, Transcendental, "sin", math::sin(x), math::cos(x))
+SOLDER_UNARY_D(Cos, Transcendental, "cos", math::cos(x), -math::sin(x))
+SOLDER_UNARY_D(Silu, Transcendental, "silu", x * math::sigmoid(x),
+               math::sigmoid(x) * (T(1) + x * (T(1) - math::sigmoid(x))))
+// gelu(x) = x/2 (1 + erf(x/sqrt 2)), and PyTorch's approximate="tanh" form. Derivatives:
+// Phi(x) + x phi(x), and PyTorch's gelu_backward for the tanh form.
+SOLDER_UNARY_D(Gelu, Transcendental, "gelu",
+               T(0.5) * x * (T(1) + math::erf(x * T(0.70710678118654752440))),
+               T(0.5) * (T(1) + math::erf(x * T(0.70710678118654752440))) +
+                   x * T(0.39894228040143267794) * math::exp(T(-0.5) * x * x))
+SOLDER_UNARY_D(GeluTanh, Transcendental, "gelu_tanh",
+               T(0.5) * x *
+                   (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))),
+               T(0.5) * (T(1) + math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))) +
+                   T(0.5) * x *
+                       (T(1) - math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)) *
+                                   math::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))) *
+                       T(0.79788456080286535588) * (T(1) + T(3 * 0.044715) * x * x))
 
 #undef SOLDER_UNARY
+#undef SOLDER_UNARY_D
 #undef SOLDER_BINARY
+#undef SOLDER_BINARY_D
 
 struct LeakyRelu : Arith {
   static constexpr char const* name = "leaky_relu";
@@ -156,6 +206,10 @@ struct LeakyRelu : Arith {
   template <class T>
   SOLDER_HD SOLDER_INLINE constexpr T operator()(T x) const {
     return x < T(0) ? static_cast<T>(x * static_cast<T>(slope)) : x;
+  }
+  template <int I, class T>
+  SOLDER_HD SOLDER_INLINE constexpr T derivative(T x) const {
+    return x > T(0) ? T(1) : static_cast<T>(slope);
   }
 };
 
@@ -168,6 +222,11 @@ struct Softplus : Transcendental {
     T bx = x * static_cast<T>(beta);
     return bx > static_cast<T>(threshold) ? x : math::log1p(math::exp(bx)) / static_cast<T>(beta);
   }
+  template <int I, class T>
+  SOLDER_HD SOLDER_INLINE constexpr T derivative(T x) const {
+    T bx = x * static_cast<T>(beta);
+    return bx > static_cast<T>(threshold) ? T(1) : math::sigmoid(bx);
+  }
 };
 
 // gelu with its form chosen at run time (nn.GELU's approximate="none" | "tanh"): one
@@ -178,6 +237,10 @@ struct GeluForm : Transcendental {
   template <class T>
   SOLDER_HD SOLDER_INLINE constexpr T operator()(T x) const {
     return tanh_form ? static_cast<T>(GeluTanh{}(x)) : static_cast<T>(Gelu{}(x));
+  }
+  template <int I, class T>
+  SOLDER_HD SOLDER_INLINE constexpr T derivative(T x) const {
+    return tanh_form ? GeluTanh{}.derivative<0>(x) : Gelu{}.derivative<0>(x);
   }
 };
 
