@@ -7,8 +7,10 @@
 #pragma once
 #include <tuple>
 
+#include "../expr/memory_format.hpp"
 #include "../expr/results.hpp"
 #include "assign.hpp"
+#include "host/channel_sums.hpp"
 
 namespace solder::detail {
 
@@ -131,6 +133,183 @@ void assign_results(N const& node, Dst&... dst) {
   });
 }
 
+// ---- Sums in a contraction's epilogue ------------------------------------------------------
+//
+// sd::assign(std::tie(y, s, ss), c, sd::sum(c, {0, 2, 3}), sd::sum(c * c, {0, 2, 3})), c a
+// convolution (or sd::share of one): y takes c (or an element-wise expression over it), s and
+// ss its per-channel sums, folded while the convolution's blocks are written
+// (host/channel_sums.hpp). One kernel; the convolution is computed once.
+
+// n with a shared contraction read as the contraction itself: in this kernel it is the anchor,
+// whose blocks every use reads.
+template <class N>
+auto unshare_anchor(N const& n) {
+  if constexpr (N::kind == NodeKind::shared) {
+    if constexpr (child_t<N>::kind == NodeKind::contract) return *n.input;
+    else return n;
+  } else if constexpr (N::kind == NodeKind::map) {
+    return map_children(n, [](auto const& c) { return unshare_anchor(c); });
+  } else {
+    return n;
+  }
+}
+template <class X>
+using unshared_t = decltype(unshare_anchor(std::declval<node_t<X> const&>()));
+
+// Whether the expressions are a contraction's output (on the first one's element-wise path)
+// and reductions of it: the epilogue form, not the one-shape form of results().
+template <class X, class... Xs>
+constexpr bool sums_in_epilogue() {
+  using U = unshared_t<X>;
+  if constexpr (U::kind == NodeKind::reduce) return false;
+  else return anchors_on_path<U, U::rank>() >= 1 && (false || ... || (node_t<Xs>::kind == NodeKind::reduce));
+}
+
+template <class N>
+inline constexpr bool is_sum_or_mean = false;
+template <class C, int NA, bool K, bool Tr>
+inline constexpr bool is_sum_or_mean<Reduce<ops::Sum, C, NA, K, Tr>> = true;
+template <class C, int NA, bool K, bool Tr>
+inline constexpr bool is_sum_or_mean<Reduce<ops::Mean, C, NA, K, Tr>> = true;
+
+// Whether N, in an epilogue over anchor A, is element-wise over A and materialized inputs: no
+// reduction and no other contraction on its element-wise path.
+template <class N, class A>
+constexpr bool epilogue_over();
+template <class A, class... C>
+constexpr bool epilogue_over_all(types<C...>) {
+  return (true && ... && epilogue_over<C, A>());
+}
+template <class N, class A>
+constexpr bool epilogue_over() {
+  if constexpr (N::kind == NodeKind::map) return epilogue_over_all<A>(typename N::child_types{});
+  else if constexpr (N::kind == NodeKind::contract) return std::is_same_v<N, A>;
+  else if constexpr (N::kind == NodeKind::reduce) return false;
+  else if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar || N::kind == NodeKind::view ||
+                     N::kind == NodeKind::shared)
+    return true;
+  else return unhandled_kind<N>("epilogue_over"), false;
+}
+
+template <class N>
+inline constexpr bool is_conv2d = false;
+template <class X, class W>
+inline constexpr bool is_conv2d<Conv2d<X, W>> = true;
+
+// Whether every anchor-typed node on n's element-wise path is the node `id`.
+template <int D, class N>
+bool reads_only_anchor(N const& n, std::uint64_t id) {
+  bool same = true;
+  with_anchor<D>(n, [&](auto const& a) { same = same && a.id == id; });
+  return same;
+}
+
+template <class Y, class... S, class X, class... R>
+void assign_epilogue_sums(std::tuple<Y&, S&...> dst, X const& x, R const&... r) {
+  using U = unshared_t<X>;
+  constexpr int D = U::rank;
+  static_assert((true && ... && is_sum_or_mean<node_t<R>>),
+                "solder: assign: after a contraction's output, the results are its sums or means over all "
+                "dims but the channels (sd::sum(c, {0, 2, 3}), sd::mean(c * c, {0, 2, 3})), folded while "
+                "the output is written");
+  static_assert(std::is_same_v<typename Y::device_type, Host> && (true && ... && std::is_same_v<typename S::device_type, Host>),
+                "solder: assign: sums in a contraction's epilogue run on sd::Host tensors only for now");
+  static_assert(Y::rank == D, "solder: assign: the first tensor's rank differs from the contraction's output");
+  static_assert(can_store<typename Y::value_type, typename U::value_type> &&
+                    (true && ... && can_store<typename S::value_type, typename node_t<R>::value_type>),
+                "solder: assign: cannot store a result's element type in its tensor without a narrowing "
+                "cast (use sd::cast<T>)");
+  static_assert((true && ... && (S::rank == node_t<R>::rank)),
+                "solder: assign: a sum's tensor has another rank than the sum");
+  if constexpr ((true && ... && is_sum_or_mean<node_t<R>>) && Y::rank == D) {
+    Y& y = std::get<0>(dst);
+    auto const reds = std::forward_as_tuple(r...);
+    // f(reduction, its tensor) for each result after the first, in order.
+    auto each = [&](auto const& f) {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (f(std::get<I>(reds), std::get<I + 1>(dst)), ...);
+      }(std::index_sequence_for<R...>{});
+    };
+    U const u = unshare_anchor(as_node(x));
+    auto const f = std::make_tuple(unshare_anchor(as_node(r).input)...);
+    bool done = false;
+    with_anchor<D>(u, [&](auto const& anchor) {
+      using A = std::remove_cvref_t<decltype(anchor)>;
+      static_assert(is_conv2d<A>,
+                    "solder: assign: sums in a contraction's epilogue run over conv2d's output for now (row "
+                    "and column sums of a matrix product: not yet)");
+      static_assert(epilogue_over<U, A>() && (true && ... && epilogue_over<unshared_t<decltype(as_node(r).input)>, A>()),
+                    "solder: assign: the output and the summed expressions must be element-wise over the one "
+                    "contraction (another contraction or a reduction in them: sd::share it)");
+      if (done) return;  // (the others were checked to be this node)
+      done = true;
+      check(reads_only_anchor<D>(u, anchor.id) &&
+                std::apply([&](auto const&... e) { return (true && ... && reads_only_anchor<D>(e, anchor.id)); }, f),
+            "assign: the output and the summed expressions must read one and the same ", A::name(),
+            " (sd::share it, or use one node)");
+      check(same_index<D>(y.shape(), u.shape()), "assign: ", A::name(), "'s output of shape ",
+            shape_string<D>(u.shape()), " into a tensor of shape ", shape_string<D>(y.shape()));
+      check_no_internal_overlap(y, "assign");
+      check(!overlaps<D, false>(u, y) && !anchor_overlaps(u, y), "assign: the tensor that takes ", A::name(),
+            "'s output shares memory with what it reads: write it into a tensor of its own");
+      std::int64_t k = 2;  // (the result's number: the output is the first)
+      auto check_sum = [&](auto const& red, auto const& dst) {
+        auto const& in = as_node(red).input;
+        std::array<int, D - 1> want{};
+        for (int d = 0, o = 0; d < D; ++d)
+          if (d != D - 3) want[static_cast<std::size_t>(o++)] = d;
+        bool axes = decltype(as_node(red).input)::rank == D && same_index<D>(in.shape(), u.shape());
+        if constexpr (node_t<std::remove_cvref_t<decltype(red)>>::naxes == D - 1)
+          axes = axes && std::equal(want.begin(), want.end(), as_node(red).axes.begin());
+        else axes = false;
+        check(axes, "assign: result ", k, " (", red.name(), ") must reduce an expression of the output's shape ",
+              shape_string<D>(u.shape()), " over every dim but the channels (dim ", D - 3, "), as BatchNorm's "
+              "statistics: sd::", red.name(), "(c, {0, 2, 3}) of [N, C, H, W]");
+        check(same_index<std::remove_cvref_t<decltype(dst)>::rank>(dst.shape(), red.shape()), "assign: result ",
+              k, " of shape ", shape_string<std::remove_cvref_t<decltype(dst)>::rank>(red.shape()),
+              " into a tensor of shape ", shape_string<std::remove_cvref_t<decltype(dst)>::rank>(dst.shape()));
+        check(!may_intersect(dst, y), "assign: result ", k, " is stored into a tensor that shares memory with "
+              "the output's");
+        check_no_internal_overlap(dst, "assign");
+        ++k;
+      };
+      each(check_sum);
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        auto distinct = [&]<std::size_t B>(std::integral_constant<std::size_t, B>) {
+          ((check(B >= I + 1 || !may_intersect(std::get<B>(dst), std::get<I + 1>(dst)), "assign: results ", B + 1,
+                  " and ", I + 2, " are stored into tensors that share memory")),
+           ...);
+        };
+        (distinct(std::integral_constant<std::size_t, I + 1>{}), ...);
+      }(std::index_sequence_for<S...>{});
+      // The kernel, counted and traced as run_kernel's are.
+      ++kernels_run();
+      Tracer* const traced = tracer();
+      if (traced) [[unlikely]] traced->start();
+      MaterializedScope scope;
+      std::vector<double> const total = std::apply(
+          [&](auto const&... e) { return host::conv2d_channel_sums(anchor, y, u, e...); }, f);
+      std::int64_t const channels = u.shape()[D - 3];
+      std::size_t i = 0;
+      auto store = [&](auto const& red, auto& dst) {
+        using Dst = std::remove_cvref_t<decltype(dst)>;
+        using Red = node_t<std::remove_cvref_t<decltype(red)>>;
+        int const axis = Red::keepdim ? D - 3 : 0;
+        for (std::int64_t c = 0; c < channels; ++c) {
+          double v = total[i * static_cast<std::size_t>(channels) + static_cast<std::size_t>(c)];
+          if constexpr (std::is_same_v<typename Red::op_type, ops::Mean>) v /= static_cast<double>(red.count);
+          dst.data()[c * dst.strides()[axis]] = static_cast<typename Dst::value_type>(v);
+        }
+        ++i;
+      };
+      each(store);
+      if (traced) [[unlikely]]
+        traced->stop_kernel("contraction", A::name() + " with sums", shape_string<D>(u.shape()),
+                            dtype_label<typename Y::value_type>());
+    });
+  }
+}
+
 }  // namespace solder::detail
 
 namespace solder {
@@ -140,6 +319,13 @@ namespace detail {
 template <class X>
 using result_tensor = BasicTensor<canonical_t<typename node_t<X>::value_type>, node_t<X>::static_extents,
                                   typename node_t<X>::device_type>;
+// A new tensor for x's value: channels-last where x reads a channels-last tensor.
+template <class Y, class X>
+Y make_like(X const& x) {
+  if constexpr (Y::rank == 4)
+    if (reads_channels_last(as_node(x))) return empty_channels_last<Y>(x.shape());
+  return Y(x.shape());
+}
 }  // namespace detail
 
 // sd::assign(std::tie(a, b), ea, eb): ea into a and eb into b, as one kernel (one pass over the
@@ -149,18 +335,30 @@ using result_tensor = BasicTensor<canonical_t<typename node_t<X>::value_type>, n
 template <class... Dst, Lazy... X>
   requires(sizeof...(Dst) == sizeof...(X) && sizeof...(X) >= 2)
 void assign(std::tuple<Dst&...> dst, X const&... x) {
-  auto const node = results(x...);
-  std::apply([&](Dst&... d) { detail::assign_results(node, d...); }, dst);
+  if constexpr (detail::sums_in_epilogue<X...>()) {
+    detail::assign_epilogue_sums(dst, x...);
+  } else {
+    auto const node = results(x...);
+    std::apply([&](Dst&... d) { detail::assign_results(node, d...); }, dst);
+  }
 }
 
 // sd::eval(ea, eb, ...): the results as new tensors, from one kernel.
 template <Lazy X, Lazy... Xs>
   requires(sizeof...(Xs) >= 1)
 auto eval(X const& x, Xs const&... xs) {
-  auto const node = results(x, xs...);
-  auto out = std::make_tuple(detail::result_tensor<X>(node.shape()), detail::result_tensor<Xs>(node.shape())...);
-  std::apply([&](auto&... t) { detail::assign_results(node, t...); }, out);
-  return out;
+  if constexpr (detail::sums_in_epilogue<X, Xs...>()) {
+    // The output in its input's format (channels-last stays so, as PyTorch's convolutions).
+    using Y = BasicTensor<detail::canonical_t<typename node_t<X>::value_type>, dynamic_extents<node_t<X>::rank>(), Host>;
+    auto out = std::make_tuple(detail::make_like<Y>(x), detail::result_tensor<Xs>(xs.shape())...);
+    std::apply([&](auto&... t) { solder::assign(std::tie(t...), x, xs...); }, out);
+    return out;
+  } else {
+    auto const node = results(x, xs...);
+    auto out = std::make_tuple(detail::result_tensor<X>(node.shape()), detail::result_tensor<Xs>(node.shape())...);
+    std::apply([&](auto&... t) { detail::assign_results(node, t...); }, out);
+    return out;
+  }
 }
 
 }  // namespace solder

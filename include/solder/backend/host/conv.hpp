@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "../../expr/conv.hpp"
@@ -126,11 +127,14 @@ SOLDER_INLINE void along_row(T const* row, std::int64_t first, std::int64_t step
 // threads sharing the blocks statically; the buffer holds a block (rows of ow), the thread's.
 // `work`: the values read, which decides the threads.
 inline constexpr std::int64_t block_values = 4096;
+inline std::int64_t block_rows(std::int64_t oh, std::int64_t ow) {
+  return std::clamp<std::int64_t>(block_values / std::max<std::int64_t>(ow, 1), 1, std::max<std::int64_t>(oh, 1));
+}
 template <class T, class F>
 void for_row_blocks(std::int64_t images, std::int64_t channels, std::int64_t oh, std::int64_t ow,
                     std::int64_t work, F const& f) {
   if (images == 0 || channels == 0 || oh == 0 || ow == 0) return;
-  std::int64_t const rows = std::clamp<std::int64_t>(block_values / ow, 1, oh);
+  std::int64_t const rows = block_rows(oh, ow);
   std::int64_t const per_plane = (oh + rows - 1) / rows, tasks = images * channels * per_plane;
   [[maybe_unused]] bool const parallel = work >= parallel_threshold && tasks > 1 && get_num_threads() > 1;
   SOLDER_OMP(parallel if(parallel)) {
@@ -153,6 +157,7 @@ struct Patches {
   Planes<T> x;
   Window2d win;
   std::int64_t cin, oh, ow;  // channels per group; the output's rows and columns
+  std::int64_t row0 = 0;     // the engine's row 0 is this row of the matrix (a chunk of it)
 };
 
 // gemm::Producer: rows [i0, i0 + mc) x columns [k0, k0 + kc) of group g's patch matrix into dst,
@@ -178,7 +183,8 @@ void fill_patches(void const* ctx, std::int64_t g, std::int64_t i0, std::int64_t
         if (++a == w.kh) a = 0, ++ci;
       }
     }
-    std::int64_t n = i0 / pixels, oy = i0 % pixels / p.ow, ox = i0 % p.ow;
+    std::int64_t const row = p.row0 + i0;
+    std::int64_t n = row / pixels, oy = row % pixels / p.ow, ox = row % p.ow;
     for (std::int64_t r = 0; r < mc; ++r) {
       T* d = dst + r * ld + q0;
       std::int64_t const iy = oy * w.sh - w.ph, ix = ox * w.sw - w.pw;
@@ -207,6 +213,7 @@ template <class T>
 struct GemmBlocks {
   Sink<T> sink;
   std::int64_t pixels, row_bs, col_bs;
+  std::int64_t row0 = 0;  // the engine's row 0 is this pixel of all images (a chunk of them)
 };
 
 // gemm::Epilogue: block [i0, i0 + mt) x [j0, j0 + nt) of batch b (c[r * ldc + q]), to the sink
@@ -216,7 +223,7 @@ void store_gemm_block(void* ctx, std::int64_t b, std::int64_t i0, std::int64_t j
                       std::int64_t nt, T const* c, std::int64_t ldc) {
   auto const& g = *static_cast<GemmBlocks<T> const*>(ctx);
   for (std::int64_t r = 0; r < mt;) {
-    std::int64_t const row = g.row_bs * b + i0 + r, n = row / g.pixels, p = row % g.pixels;
+    std::int64_t const row = g.row0 + g.row_bs * b + i0 + r, n = row / g.pixels, p = row % g.pixels;
     std::int64_t const len = std::min(mt - r, g.pixels - p);
     g.sink.pixels(n, g.col_bs * b + j0, nt, p, len, c + r * ldc, ldc);
     r += len;
@@ -402,8 +409,8 @@ void fill_patches_channels_last(void const* ctx, std::int64_t g, std::int64_t i0
   auto const& p = *static_cast<Patches<T> const*>(ctx);
   auto const& x = p.x;
   auto const& w = p.win;
-  std::int64_t const pixels = p.oh * p.ow;
-  std::int64_t n = i0 / pixels, oy = i0 % pixels / p.ow, ox = i0 % p.ow;
+  std::int64_t const pixels = p.oh * p.ow, row = p.row0 + i0;
+  std::int64_t n = row / pixels, oy = row % pixels / p.ow, ox = row % p.ow;
   std::int64_t const tap0 = k0 / p.cin, ci0 = k0 % p.cin;
   for (std::int64_t r = 0; r < mc; ++r) {
     T* d = dst + r * ld - k0;
@@ -451,10 +458,29 @@ T const* tap_major_pack(void* ctx, gemm::Problem const&, gemm::Strided<T> const&
   return static_cast<TapMajor<T> const*>(ctx)->packed.get();
 }
 
+// The pixels of an image that conv2d(..., fixed) computes as whole tasks, each on one thread, in
+// an order the shapes alone decide: the blocks a sink sees within such a task, and their order,
+// are the same for any thread count (channel_sums.hpp folds its per-task partials in a fixed
+// order on this). The direct engines' tasks are so already: rows of one output plane
+// (for_row_blocks) or one output row of all channels (windows_channels_last). The GEMM engine
+// shares out rows of its own between the threads, so it runs on chunks of an image instead,
+// enough of them (64 or more over the batch) for the threads to share.
+template <class T>
+std::int64_t fixed_pixels(Planes<T> const& x, Planes<T> const& w, std::int64_t groups, std::int64_t oh,
+                          std::int64_t ow) {
+  if (groups == x.c && groups > 1)
+    return w.n == x.c && channels_innermost(x) ? std::max<std::int64_t>(ow, 1) : block_rows(oh, ow) * ow;
+  std::int64_t const pixels = std::max<std::int64_t>(oh * ow, 1);
+  std::int64_t const per_image = std::clamp<std::int64_t>((64 + x.n - 1) / std::max<std::int64_t>(x.n, 1), 1,
+                                                          (pixels + 63) / 64);
+  return (pixels + per_image - 1) / per_image;
+}
+
 // `weights`: where the weight's packed copies are kept (a module's weight), or no cache.
+// `fixed`: 0, or fixed_pixels(...): the GEMM engine runs on those chunks of each image.
 template <class T>
 void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::int64_t groups, std::int64_t oh,
-            std::int64_t ow, Sink<T> const& sink, PackSource& weights) {
+            std::int64_t ow, Sink<T> const& sink, PackSource& weights, std::int64_t fixed = 0) {
   if (groups == x.c && groups > 1) {
     if (w.n == x.c && channels_innermost(x)) return depthwise_channels_last(x, w, win, oh, ow, sink);
     return depthwise(x, w, win, oh, ow, sink);
@@ -463,23 +489,55 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
   bool const pointwise = w.h == 1 && w.w == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 && win.pw == 0 &&
                          groups == 1 && (x.h == 1 || x.sh == x.w * x.sw);
   gemm::Prepacked<T> pre = prepacked<T>(weights);
+  // product(n, p0, len): pixels [p0, p0 + len) of image n, with fixed; or all pixels of all
+  // images in one engine call (len = 0).
+  auto in_chunks = [&](auto const& product) {
+    if (fixed == 0) return product(std::int64_t(0), std::int64_t(0), std::int64_t(0));
+    std::int64_t const per_image = (pixels + fixed - 1) / fixed, tasks = x.n * per_image;
+    [[maybe_unused]] bool const parallel =
+        tasks > 1 && get_num_threads() > 1 && x.n * pixels * w.n * k >= parallel_threshold;
+    SOLDER_OMP(parallel if(parallel)) {
+      solder::set_num_threads(1);  // (this thread's own setting: the engine runs on it alone)
+      // No tuning: it would run a chunk once per choice, and its blocks reach the sink as often.
+      gemm::Tuner* const tuning = std::exchange(gemm::tuner(), nullptr);
+      SOLDER_OMP(for schedule(static))
+      for (std::int64_t t = 0; t < tasks; ++t) {
+        std::int64_t const n = t / per_image, p0 = t % per_image * fixed;
+        product(n, p0, std::min(fixed, pixels - p0));
+      }
+      gemm::tuner() = tuning;
+    }
+  };
   if (pointwise) {  // x of image n as [pixels, C_in]: a plain product per image, or one for all
-    gemm::Left<T> left;
-    left.memory = {x.data, x.sw, x.sc, x.sn};
-    std::int64_t batch = x.n, m = pixels;
-    if (x.n == 1 || x.sn == pixels * x.sw) batch = 1, m = x.n * pixels, left.memory.bs = 0;  // (NHWC: all images)
-    GemmBlocks<T> blocks{sink, pixels, m, 0};
-    gemm::run<T>({batch, m, cout, k}, left, {w.data, w.sc, w.sn, 0}, {&store_gemm_block<T>, &blocks}, pre);
+    in_chunks([&](std::int64_t n, std::int64_t p0, std::int64_t len) {
+      gemm::Left<T> left;
+      left.memory = {x.data + n * x.sn + p0 * x.sw, x.sw, x.sc, x.sn};
+      std::int64_t batch = x.n, m = pixels;
+      if (len > 0) batch = 1, m = len, left.memory.bs = 0;
+      else if (x.n == 1 || x.sn == pixels * x.sw) batch = 1, m = x.n * pixels, left.memory.bs = 0;  // (NHWC: all images)
+      GemmBlocks<T> blocks{sink, pixels, m, 0, n * pixels + p0};
+      gemm::run<T>({batch, m, cout, k}, left, {w.data, w.sc, w.sn, 0}, {&store_gemm_block<T>, &blocks}, pre);
+    });
     return;
   }
   Patches<T> const patches{x, win, w.c, oh, ow};
-  GemmBlocks<T> blocks{sink, pixels, 0, cout};
   gemm::Problem const problem{groups, x.n * pixels, cout, k};
-  gemm::Left<T> left;
+  // The implicit GEMM of the chunk (or of everything) with the producer fill and B.
+  auto implicit = [&](auto fill, gemm::Strided<T> const& b, gemm::Prepacked<T> const& packed) {
+    in_chunks([&](std::int64_t n, std::int64_t p0, std::int64_t len) {
+      Patches<T> chunk = patches;
+      chunk.row0 = n * pixels + p0;
+      GemmBlocks<T> blocks{sink, pixels, 0, cout, chunk.row0};
+      gemm::Problem p = problem;
+      if (len > 0) p.m = len;
+      gemm::Left<T> left;
+      left.producer = {fill, &chunk};
+      gemm::run<T>(p, left, b, {&store_gemm_block<T>, &blocks}, packed);
+    });
+  };
   // Runs of at least 16 channels (64 bytes of floats): the tap-major patches and weight; fewer
   // (a stem's 3) are gathered as over NCHW, which took 0.6x the time at ResNet's stem.
   if (channels_innermost(x) && w.c >= 16) {
-    left.producer = {&fill_patches_channels_last<T>, &patches};
     std::shared_ptr<TapMajor<T>> made;  // without a cache: this call's
     TapMajor<T> const* tm;
     if (weights.cache) {
@@ -491,7 +549,7 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
       tm = (made = tap_major(w, problem, false)).get();
     }
     gemm::Prepacked<T> const packed{tm->packed ? &tap_major_pack<T> : nullptr, const_cast<TapMajor<T>*>(tm)};
-    gemm::run<T>(problem, left, tm->b, {&store_gemm_block<T>, &blocks}, packed);
+    implicit(&fill_patches_channels_last<T>, tm->b, packed);
     return;
   }
   // W^T read in place needs w's [C_in/g, kH, kW] as one run; else a contiguous copy (rare: a
@@ -508,8 +566,7 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
     wk = {copy.data(), w.n, w.c, w.h, w.w, k, w.h * w.w, w.w, 1};
     pre = {};  // (the copy is made anew each call)
   }
-  left.producer = {&fill_patches<T>, &patches};
-  gemm::run<T>(problem, left, {wk.data, 1, wk.sn, cout * wk.sn}, {&store_gemm_block<T>, &blocks}, pre);
+  implicit(&fill_patches<T>, {wk.data, 1, wk.sn, cout * wk.sn}, pre);
 }
 
 // ---- pools ----------------------------------------------------------------------------------
