@@ -1,11 +1,15 @@
-// BatchNorm2d in training mode after a convolution: the batch's statistics from one assignment
-// of two results (the convolution computed once for both), the output against a double
-// reference of PyTorch's formula, the running statistics updated as PyTorch does, and the
-// forward run from several threads at once on one module (the batch's scale and shift are each
-// call's own; the running statistics are updated under a lock).
+// BatchNorm2d in training mode after a convolution: 2 kernels (the convolution once, its
+// channel sums in its epilogue; then the normalization and the ReLU), the output against a
+// double reference of PyTorch's formula and against PyTorch's own (fixtures: NCHW and
+// channels-last, grouped and strided, two steps of the running statistics), the statistics'
+// accuracy where the mean dwarfs the spread, and the forward run from several threads at once on
+// one module (the batch's output, scale and shift are each call's own; the running statistics
+// are updated under a lock).
+#include "nn_fixtures.hpp"
 #include "reference.hpp"
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -49,11 +53,10 @@ TEST_CASE("BatchNorm2d training: conv + bn + relu against PyTorch's formula", "[
   auto const expected = conv_bn_relu(x, std::get<0>(block.modules), 1e-5);
   auto const before = sd::detail::kernels_run();
   sd::Tensor<float, 4> y = block(x);
-  // The convolution stored for the statistics; the mean, the variance's mean and its sum, each
-  // a column reduction of its own (channel statistics fold leading dims: a run-time break),
-  // and the kernel of the two results that reads them; then the convolution again, with the
-  // normalization and the ReLU as its epilogue. (Was 7, the convolution computed three times.)
-  CHECK(sd::detail::kernels_run() - before == 6);
+  // The convolution, its output stored and its channel sums folded in its epilogue; then the
+  // normalization and the ReLU over that output. (Was 7, the convolution computed three times,
+  // then 6, computed twice.)
+  CHECK(sd::detail::kernels_run() - before == 2);
   auto const got = sd::to_vector(y);
   REQUIRE(got.size() == expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(expected[i]).margin(2e-5));
@@ -92,4 +95,76 @@ TEST_CASE("BatchNorm2d training: one module's forward from several threads", "[n
   for (auto& th : pool) th.join();
   CHECK(wrong == 0);
   CHECK(std::get<1>(block.modules).num_batches_tracked.data()[0] == threads * calls);
+}
+
+namespace {
+
+using Block = sd::nn::Sequential<sd::nn::Conv2d, sd::nn::BatchNorm2d, sd::nn::ReLU>;
+
+// tools/make_model_fixtures.py's training cases: two forwards (the input, then input / 2 + 1/4),
+// then the running statistics, each against PyTorch's; the input NCHW or channels-last.
+void check_training_fixture(Block block, std::string const& name, bool channels_last) {
+  INFO("case " << name << (channels_last ? ", channels-last" : ", NCHW"));
+  fx::load(block, name);
+  sd::nn::train(block);
+  auto const d = fx::io(name);
+  sd::Tensor<float, 4> x = d.at("input").to<float, 4>("input");
+  if (channels_last) x = sd::contiguous(x, sd::channels_last);
+  auto const before = sd::detail::kernels_run();
+  sd::Tensor<float, 4> const y = block(x);
+  CHECK(sd::detail::kernels_run() - before == 2);
+  CHECK(fx::relative_l2(y, d.at("output")) <= 1e-6);
+  sd::Tensor<float, 4> const x2 = x * 0.5f + 0.25f;
+  sd::Tensor<float, 4> const y2 = block(x2);
+  CHECK(fx::relative_l2(y2, d.at("output2")) <= 1e-6);
+  auto const& bn = std::get<1>(block.modules);
+  CHECK(fx::relative_l2(bn.running_mean, d.at("running_mean")) <= 1e-6);
+  CHECK(fx::relative_l2(bn.running_var, d.at("running_var")) <= 1e-6);
+  CHECK(bn.num_batches_tracked.data()[0] == d.at("num_batches_tracked").to<std::int64_t, 0>().data()[0]);
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm2d training: conv + bn + relu against PyTorch's fixtures", "[nn][batchnorm][torch]") {
+  for (bool channels_last : {false, true}) {
+    check_training_fixture(Block{{3, 8, 3, {.padding = 1}}, {8, {.eps = 1e-5, .momentum = 0.1}}, {}},
+                           "conv_bn_relu_train", channels_last);
+    check_training_fixture(
+        Block{{4, 6, 3, {.stride = 2, .padding = 1, .groups = 2, .bias = false}}, {6, {.eps = 1e-3, .momentum = 0.3}}, {}},
+        "conv_bn_relu_train_groups", channels_last);
+  }
+}
+
+TEST_CASE("BatchNorm2d training: the batch's statistics in double, near PyTorch's variance", "[nn][batchnorm]") {
+  // A mean far from zero beside a small spread (mean / std = 1000): E[x^2] - E[x]^2 of float
+  // sums would lose every digit; of double sums it keeps float's.
+  Block block{{2, 4, 1, {.bias = false}}, {4}, {}};
+  sd::nn::train(block);
+  auto& conv = std::get<0>(block.modules);
+  conv.weight = sd::Tensor<float, 4>(sd::ones<float>(4, 2, 1, 1) * 0.5f);
+  conv.prepare();
+  sd::Tensor<float, 4> x = ref::uniform<float>(999, 1001, 3, 2, 11, 11);
+  sd::Tensor<float, 4> const conv_out = sd::conv2d(x, conv.weight);
+  ref::Array const C = ref::of(conv_out);
+  sd::Tensor<float, 4> const y = block(x);
+  ref::Array const Y = ref::of(y);
+  std::int64_t const N = 3, HW = 121;
+  for (std::int64_t c = 0; c < 4; ++c) {
+    double s = 0, ss = 0;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t i = 0; i < HW; ++i) s += C[(n * 4 + c) * HW + i];
+    double const mean = s / double(N * HW);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t i = 0; i < HW; ++i) ss += (C[(n * 4 + c) * HW + i] - mean) * (C[(n * 4 + c) * HW + i] - mean);
+    double const var = ss / double(N * HW);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t i = 0; i < HW; ++i) {
+        std::int64_t const k = (n * 4 + c) * HW + i;
+        // (x * scale + shift rounds near |shift| = 2400, float's step 2.4e-4 there: a few steps.)
+        REQUIRE(Y[k] == Approx(std::max(0.0, (C[k] - mean) / std::sqrt(var + 1e-5))).margin(1e-2));
+      }
+    auto const& bn = std::get<1>(block.modules);
+    CHECK(bn.running_mean.data()[c] == Approx(0.1 * mean).epsilon(1e-6));
+    CHECK(bn.running_var.data()[c] == Approx(0.9 + 0.1 * var * double(N * HW) / double(N * HW - 1)).epsilon(1e-4));
+  }
 }

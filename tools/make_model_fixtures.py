@@ -38,6 +38,11 @@ conv2d_depthwise, batchnorm2d, layernorm, rmsnorm, embedding, maxpool2d, avgpool
 adaptiveavgpool2d, relu, gelu, gelu_tanh, silu, tanh, sigmoid, flatten, mha (input0/1/2 =
 query/key/value, need_weights=False, output = attention output), mha_self (input = query = key =
 value), encoder_layer, encoder_layer_normfirst_gelu, sequential.
+Training cases (Conv2d -> BatchNorm2d -> ReLU, input [4, C, 9, 9]): conv_bn_relu_train,
+conv_bn_relu_train_groups (stride 2, groups 2, no bias; eps 1e-3, momentum 0.3). Two
+training-mode forwards of a copy of the saved module: "output" of the input, "output2" of
+input / 2 + 1/4 after the first update, then the BatchNorm's "running_mean", "running_var"
+and "num_batches_tracked".
 Model cases (eval mode): mlp, alexnet_small, resnet18_small, resnet50_small,
 mobilenet_v2_small, vit_small, bert_small (input0/1/2 = input_ids / token_type_ids /
 attention_mask, int64; output = last_hidden_state, pooled = pooler_output).
@@ -54,6 +59,7 @@ class token and head) is redrawn: ones -> U[0.5, 1.5], anything else -> N(0, 0.2
 PyTorch's fused "fast path" for MultiheadAttention / TransformerEncoderLayer is switched off,
 so outputs come from the documented composition of ops.
 """
+import copy
 import json
 import pathlib
 import struct
@@ -288,6 +294,28 @@ def x(*shape):
     return lambda: [torch.randn(*shape)]
 
 
+def train_run(m, x):
+    """Two training-mode forwards of a copy (the module's own state stays as saved): the second
+    on another batch (x / 2 + 1/4), after the running statistics' first update."""
+    t = copy.deepcopy(m).train()
+    out = {"output": t(x), "output2": t(x * 0.5 + 0.25)}
+    bn = t[1]
+    return out | {"running_mean": bn.running_mean, "running_var": bn.running_var,
+                  "num_batches_tracked": bn.num_batches_tracked}
+
+
+def train_case(name, conv, bn):
+    """Conv2d -> BatchNorm2d -> ReLU in training mode (train_run)."""
+    meta = {"module": "torch.nn.Sequential", "mode": "train",
+            "layers": f"Conv2d({','.join(map(str, conv['args']))});BatchNorm2d({bn['n']});ReLU()",
+            **{f"conv_{k}": v for k, v in conv.items() if k != "args"},
+            **{f"bn_{k}": v for k, v in bn.items() if k != "n"}}
+    build = lambda: nn.Sequential(
+        nn.Conv2d(*conv["args"], **{k: v for k, v in conv.items() if k != "args"}),
+        nn.BatchNorm2d(bn["n"], **{k: v for k, v in bn.items() if k != "n"}), nn.ReLU())
+    return Case(name, build, x(4, conv["args"][0], 9, 9), meta, run=train_run)
+
+
 # ---------------------------------------------------------------- cases
 
 def module_cases():
@@ -337,6 +365,11 @@ def module_cases():
         mod_case("encoder_layer_normfirst_gelu", nn.TransformerEncoderLayer, x(2, 5, 8), **enc,
                  activation="gelu", norm_first=True),
         Case("sequential", seq, x(2, 3, 8, 8), seq_meta),
+        train_case("conv_bn_relu_train", dict(args=[3, 8, 3], padding=1, bias=True),
+                   dict(n=8, eps=1e-5, momentum=0.1)),
+        train_case("conv_bn_relu_train_groups",
+                   dict(args=[4, 6, 3], stride=2, padding=1, groups=2, bias=False),
+                   dict(n=6, eps=1e-3, momentum=0.3)),
     ]
 
 

@@ -196,6 +196,21 @@ inline constexpr bool is_conv2d = false;
 template <class X, class W>
 inline constexpr bool is_conv2d<Conv2d<X, W>> = true;
 
+// Whether the kernel rooted at N is a conv2d with an element-wise epilogue (N's rest): what
+// BatchNorm2d's training forward sums in the convolution's epilogue.
+template <class N>
+constexpr bool anchor_is_conv2d() {
+  if constexpr (N::kind == NodeKind::contract) return is_conv2d<N>;
+  else if constexpr (N::kind == NodeKind::map)
+    return []<class... C>(types<C...>) { return (false || ... || anchor_is_conv2d<C>()); }(typename N::child_types{});
+  else return false;
+}
+template <class N>
+constexpr bool conv_anchored() {
+  if constexpr (N::kind == NodeKind::reduce || !has_anchor<N>()) return false;
+  else return anchor_is_conv2d<N>() && std::is_same_v<typename N::device_type, Host>;
+}
+
 // Whether every anchor-typed node on n's element-wise path is the node `id`.
 template <int D, class N>
 bool reads_only_anchor(N const& n, std::uint64_t id) {

@@ -172,6 +172,10 @@ struct Conv2d : detail::ExprTag {
   std::uint64_t id = detail::next_node_id();
   Index<rank> shape_;
   std::shared_ptr<detail::PackCache> w_pack;  // w packed once for the engine (a module's weight), or null
+  // Its output computed already, by a kernel that also took its channel sums (BatchNorm2d's
+  // training forward): a kernel with this anchor reads it instead of computing it again. Holds
+  // a materialized_t<Conv2d> (backend/eval.hpp), or null.
+  std::shared_ptr<void const> output;
 
   // (Built by conv2d, which checks the shapes and computes the output's.)
   Conv2d(X x_, W w_, detail::Window2d const& window, std::int64_t g, Index<rank> const& shape)
@@ -209,6 +213,7 @@ struct Conv2d : detail::ExprTag {
     Conv2d<node_t<KX>, node_t<KW>> c(as_node(kx), as_node(kw), win, groups, shape_);
     c.id = id;
     c.w_pack = w_pack;
+    c.output = output;
     return c;
   }
 };

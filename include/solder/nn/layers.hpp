@@ -172,12 +172,17 @@ struct BatchNormOptions {
 // nn.BatchNorm2d(num_features): in eval mode y = x * scale + shift per channel, the scale and
 // shift folded from the running statistics and the affine weights once, by prepare() (after
 // construction, load_state_dict, eval and train), never per call — and being element-wise
-// the fold runs in the epilogue of the convolution before it. In training mode the batch's
-// statistics (biased variance) are computed by one assignment of two results from the input
-// stored once, the running ones updated as PyTorch does (momentum,
-// unbiased variance), and the same scale-and-shift form applies them. The forward is const and
-// safe from several threads: the batch's scale and shift are the call's own, and the running
-// statistics are updated under a lock.
+// the fold runs in the epilogue of the convolution before it. In training mode, after a
+// convolution (x = conv2d(...) or an element-wise expression over one, its bias), one kernel
+// stores the convolution's output and folds the batch's per-channel sums and sums of squares
+// in its epilogue (sd::assign with sd::sum, backend/results.hpp); the returned expression
+// reads that output (Conv2d::output), so conv + bn + relu is 2 kernels and the convolution is
+// computed once. After anything else, the input is stored once and its mean and variance come
+// from one assignment of two results. The running statistics are updated as PyTorch does
+// (momentum, unbiased variance, num_batches_tracked), and the same scale-and-shift form applies
+// the batch's. The forward is const and safe from several threads: the batch's output, scale
+// and shift are the call's own, and the running statistics are updated under a lock
+// (update_running).
 struct BatchNorm2d : Callable<BatchNorm2d> {
   static constexpr bool element_wise = true;
   std::int64_t num_features;
@@ -214,7 +219,10 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
     if (training) {
       solder::detail::check(std::is_same_v<D, Host>, "nn::BatchNorm2d(", num_features,
                             "): training mode on sd::Cuda tensors is not supported yet");
-      if constexpr (std::is_same_v<D, Host>) {
+      if constexpr (std::is_same_v<D, Host> && solder::detail::conv_anchored<node_t<X>>()) {
+        auto const [known, s, t] = conv_scale_shift(as_node(x));
+        return known * s + t;
+      } else if constexpr (std::is_same_v<D, Host>) {
         auto const [s, t] = batch_scale_shift(x);
         return x * s + t;
       }
@@ -240,17 +248,10 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
       t[c] = static_cast<float>(bias.data()[c] - mean.data()[c] * k);
     }
   }
-  // This batch's scale and shift, and the running statistics updated with its statistics.
-  template <class X>
-  std::pair<Param<3>, Param<3>> batch_scale_shift(X const& x) const {
-    // The input (a convolution, mostly) stored once: the variance reads it twice and the mean
-    // once, and a break below a reduction would be computed apart from the one a row op shares.
-    auto const input = [&] {
-      if constexpr (TensorType<X>) return x;
-      else return Param<4>(x);
-    }();
-    auto const [mean, var] = solder::eval(solder::mean(input, {0, 2, 3}), solder::var(input, {0, 2, 3}, 0));
-    double const n = static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]);
+  // The running statistics updated with a batch's mean and biased variance over n values per
+  // channel, and the batch's scale and shift.
+  template <class Mean, class Var>
+  std::pair<Param<3>, Param<3>> update_running(Mean const& mean, Var const& var, double n) const {
     double const m = options.momentum;
     {
       static std::mutex running_update;  // (a few values per channel: one lock for every module)
@@ -265,6 +266,46 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
     std::pair<Param<3>, Param<3>> scale_shift{Param<3>(num_features, 1, 1), Param<3>(num_features, 1, 1)};
     fold(mean, var, scale_shift.first, scale_shift.second);
     return scale_shift;
+  }
+  // This batch's scale and shift, and the running statistics updated with its statistics.
+  template <class X>
+  std::pair<Param<3>, Param<3>> batch_scale_shift(X const& x) const {
+    // The input stored once: the variance reads it twice and the mean once, and a break below
+    // a reduction would be computed apart from the one a row op shares.
+    auto const input = [&] {
+      if constexpr (TensorType<X>) return x;
+      else return Param<4>(x);
+    }();
+    auto const [mean, var] = solder::eval(solder::mean(input, {0, 2, 3}), solder::var(input, {0, 2, 3}, 0));
+    return update_running(mean, var, static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]));
+  }
+  // After a convolution: x with its convolution's output computed, by the kernel that also sums
+  // each channel of x and of x * x (in double), and this batch's scale and shift. The variance
+  // is E[x^2] - E[x]^2 of those double sums: its rounding, about 1e-16 * E[x^2], is far below
+  // float's unless |mean| / std exceeds about 10^4.
+  template <class N>
+  std::tuple<N, Param<3>, Param<3>> conv_scale_shift(N const& x) const {
+    std::int64_t const C = num_features;
+    BasicTensor<double, dynamic_extents<1>(), Host> mean(C), var(C);
+    N known = x;
+    solder::detail::with_anchor<4>(x, [&](auto const& conv) {
+      using Out = solder::detail::materialized_t<std::remove_cvref_t<decltype(conv)>>;
+      auto const y = std::make_shared<Out>(solder::detail::make_like<Out>(conv));
+      solder::assign(std::tie(*y, mean, var), conv, solder::sum(x, {0, 2, 3}), solder::sum(x * x, {0, 2, 3}));
+      known = solder::detail::map_anchor<4>(x, [&](auto const& a) {
+        auto b = a;
+        b.output = y;
+        return b;
+      });
+    });
+    double const n = static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]);
+    for (std::int64_t c = 0; c < C; ++c) {
+      double const mu = mean.data()[c] / n;
+      mean.data()[c] = mu;
+      var.data()[c] = std::max(0.0, var.data()[c] / n - mu * mu);
+    }
+    auto [s, t] = update_running(mean, var, n);
+    return {std::move(known), std::move(s), std::move(t)};
   }
 };
 
