@@ -266,10 +266,8 @@ void run_contraction(OutTensor& out, N const& root) {
   with_anchor<D>(root, [&](auto const& anchor) {
     using Anchor = std::remove_cvref_t<decltype(anchor)>;
     using T = typename Anchor::value_type;
-    materialized_t<Anchor> const* known = nullptr;  // its output, computed already (Conv2d::output)
-    if constexpr (requires { anchor.output; }) known = static_cast<materialized_t<Anchor> const*>(anchor.output.get());
-    if (config.split == RunTimeBreak::broadcast_anchor || known) {  // stored, then read as a tensor
-      auto const product = known ? *known : materialize_once(anchor);
+    if (config.split == RunTimeBreak::broadcast_anchor) {  // stored, then read as a tensor
+      auto const product = materialize_once(anchor);
       StoredSetter<T, D> stored{leaf_eval<D>(product, dom)};
       ev.link(stored);
       run_eval<!heavy_maths<N, D, false>(), LineKind::runs>(out, ev, Lines<D>{}, config.work);

@@ -569,6 +569,40 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
   implicit(&fill_patches<T>, {wk.data, 1, wk.sn, cout * wk.sn}, pre);
 }
 
+// The blocks of an output computed already (Conv2d::output: BatchNorm2d's training forward
+// stored it with its channel sums) handed to the sink as the engine would hand them, read in
+// place: rows of one output row of all channels where the channels are innermost, else rows of
+// planes (a block of rows where a plane is one run). The kernel is then its epilogue alone.
+template <class T>
+void replay(Planes<T> const& y, Sink<T> const& sink) {
+  if (y.n == 0 || y.c == 0 || y.h == 0 || y.w == 0) return;
+  bool const pixel_rows = y.c == 1 || (y.sc == 1 && (y.w == 1 || y.sw >= y.c));
+  std::int64_t const rows = y.sw == 1 && (y.h == 1 || y.sh == y.w) ? block_rows(y.h, y.w) : 1;
+  std::int64_t const per_plane = (y.h + rows - 1) / rows;
+  std::int64_t const tasks = pixel_rows ? y.n * y.h : y.n * y.c * per_plane;
+  [[maybe_unused]] bool const parallel = y.n * y.c * y.h * y.w >= parallel_threshold && tasks > 1 && get_num_threads() > 1;
+  SOLDER_OMP(parallel if(parallel)) {
+    std::vector<T> row;  // a row that is not one run (any other strides), copied
+    SOLDER_OMP(for schedule(static))
+    for (std::int64_t t = 0; t < tasks; ++t) {
+      if (pixel_rows) {
+        std::int64_t const n = t / y.h, r = t % y.h;
+        sink.pixels(n, 0, y.c, r * y.w, y.w, y.data + n * y.sn + r * y.sh, y.sw);
+        continue;
+      }
+      std::int64_t const plane = t / per_plane, r0 = t % per_plane * rows, r1 = std::min(y.h, r0 + rows);
+      std::int64_t const n = plane / y.c, c = plane % y.c;
+      T const* src = y.plane(n, c) + r0 * y.sh;
+      if (y.sw != 1) {
+        row.resize(static_cast<std::size_t>(y.w));
+        for (std::int64_t b = 0; b < y.w; ++b) row[static_cast<std::size_t>(b)] = src[b * y.sw];
+        src = row.data();
+      }
+      sink.planes(n, c, 1, r0 * y.w, (r1 - r0) * y.w, src, 0);
+    }
+  }
+}
+
 // ---- pools ----------------------------------------------------------------------------------
 
 // avg_pool2d's divisor at output (y, ox), PyTorch's: the window clipped to the padded input, or
@@ -817,10 +851,12 @@ struct AnchorEngine<Conv2d<X, W>> {
   static void run(Conv2d<X, W> const& anchor, OutTensor& out, Ev& ev, Temps&) {
     constexpr int D = OutTensor::rank;
     using T = typename Conv2d<X, W>::value_type;
-    auto const x = in_memory(anchor.x);
-    auto const w = in_memory(anchor.w);
     auto epilogue = plane_epilogue<T>(ev, out);
     conv::Sink<T> const sink = image_sink<T>(epilogue);
+    if (anchor.output)
+      return conv::replay(conv::planes(*static_cast<materialized_t<Conv2d<X, W>> const*>(anchor.output.get())), sink);
+    auto const x = in_memory(anchor.x);
+    auto const w = in_memory(anchor.w);
     PackSource weights{anchor.w_pack.get(), w.storage()};
     conv::conv2d<T>(conv::planes(x), conv::planes(w), anchor.win, anchor.groups, out.shape()[D - 2],
                     out.shape()[D - 1], sink, weights);
