@@ -5,6 +5,8 @@
 // accuracy where the mean dwarfs the spread, and the forward run from several threads at once on
 // one module (the batch's output, scale and shift are each call's own; the running statistics
 // are updated under a lock).
+#include <solder/nn/models/resnet.hpp>
+
 #include "nn_fixtures.hpp"
 #include "reference.hpp"
 
@@ -167,4 +169,70 @@ TEST_CASE("BatchNorm2d training: the batch's statistics in double, near PyTorch'
     CHECK(bn.running_mean.data()[c] == Approx(0.1 * mean).epsilon(1e-6));
     CHECK(bn.running_var.data()[c] == Approx(0.9 + 0.1 * var * double(N * HW) / double(N * HW - 1)).epsilon(1e-4));
   }
+}
+
+namespace {
+
+// batch_norm(c) of PyTorch in training mode with weight 1 and bias 0, in double.
+ref::Array batch_norm_ref(sd::Tensor<float, 4> const& c, double eps = 1e-5) {
+  ref::Array a = ref::of(c);
+  std::int64_t const N = c.size(0), C = c.size(1), HW = c.size(2) * c.size(3);
+  for (std::int64_t ch = 0; ch < C; ++ch) {
+    double s = 0, ss = 0;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t i = 0; i < HW; ++i) s += a[(n * C + ch) * HW + i];
+    double const mean = s / double(N * HW);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t i = 0; i < HW; ++i) ss += (a[(n * C + ch) * HW + i] - mean) * (a[(n * C + ch) * HW + i] - mean);
+    double const inv = 1 / std::sqrt(ss / double(N * HW) + eps);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t i = 0; i < HW; ++i) a[(n * C + ch) * HW + i] = (a[(n * C + ch) * HW + i] - mean) * inv;
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm2d training: ResNet's BasicBlock is 4 kernels, 6 with a downsample", "[nn][batchnorm][models]") {
+  for (bool channels_last : {false, true})
+    for (std::int64_t stride : {1, 2}) {
+      INFO((channels_last ? "channels-last" : "NCHW") << ", stride " << stride);
+      sd::models::BasicBlock block(16, 16 * stride, stride);
+      sd::nn::train(block);
+      sd::Tensor<float, 4> x = ref::uniform<float>(-1, 1, 2, 16, 10, 10);
+      if (channels_last) x = sd::contiguous(x, sd::channels_last);
+      // The reference: each convolution on its own (test_conv checks them), each batch norm in
+      // double, the ReLUs and the residual add in double.
+      auto relu = [](ref::Array a) {
+        for (auto& v : a.v) v = std::max(0.0, v);
+        return a;
+      };
+      auto to_tensor = [](ref::Array const& a) {
+        sd::Tensor<float, 4> t(a.shape[0], a.shape[1], a.shape[2], a.shape[3]);
+        for (std::int64_t i = 0; i < a.numel(); ++i) t.data()[i] = static_cast<float>(a[i]);
+        return t;
+      };
+      sd::Tensor<float, 4> const c1 = sd::conv2d(x, block.conv1.weight, block.conv1.options);
+      sd::Tensor<float, 4> const h = to_tensor(relu(batch_norm_ref(c1)));
+      sd::Tensor<float, 4> const c2 = sd::conv2d(h, block.conv2.weight, block.conv2.options);
+      ref::Array want = batch_norm_ref(c2);
+      ref::Array const identity = [&] {
+        if (!block.downsample) return ref::of(x);
+        auto const& ds = std::get<0>(block.downsample->modules);
+        return batch_norm_ref(sd::Tensor<float, 4>(sd::conv2d(x, ds.weight, ds.options)));
+      }();
+      for (std::int64_t i = 0; i < want.numel(); ++i) want[i] = std::max(0.0, want[i] + identity[i]);
+
+      auto const before = sd::detail::kernels_run();
+      sd::Tensor<float, 4> const y = block(x);
+      // Per convolution and batch norm: the convolution with its sums, then the normalization
+      // (conv1's with the ReLU, conv2's with the residual add and the ReLU; a downsample's
+      // stored for the add).
+      CHECK(sd::detail::kernels_run() - before == (stride == 1 ? 4u : 6u));
+      ref::Array const got = ref::of(y);
+      REQUIRE(got.numel() == want.numel());
+      for (std::int64_t i = 0; i < got.numel(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-4));
+      CHECK(block.bn1.num_batches_tracked.data()[0] == 1);
+      CHECK(block.bn2.num_batches_tracked.data()[0] == 1);
+    }
 }
