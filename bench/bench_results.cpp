@@ -14,7 +14,8 @@
 //              the normalization as its epilogue), and conv_bn_thrice, the 7 kernels of issue
 //              37's reading (the convolution computed for the mean, for the variance and for the
 //              output). Target: 2.5x over the 7 kernels; over the 6, which compute the
-//              convolution twice, about 2x is the bound.
+//              convolution twice, about 2x is the bound. conv_bn_eval, the same block in eval
+//              mode (one kernel: the statistics known), is the floor.
 // The adamw and mean_var rows are information only (their target is the kernel count, held by
 // test_results).
 #include <cstdio>
@@ -92,6 +93,7 @@ struct ConvBn {
   sd::Tensor<float, 4> x = sd::contiguous(sd::Tensor<float, 4>(sd::randn<float>(sd::shape(8, 64, 56, 56))),
                                           sd::channels_last);
   sd::Tensor<float, 4> y;
+  decltype(block) frozen = block;  // in eval mode
   ConvBn() { sd::nn::train(block); }
 };
 ConvBn& conv_bn() {
@@ -102,6 +104,12 @@ ConvBn& conv_bn() {
 float* conv_bn_fused() {
   auto& d = conv_bn();
   d.y = sd::nn::materialize(d.block(d.x));
+  return d.y.data();
+}
+
+float* conv_bn_eval() {
+  auto& d = conv_bn();
+  d.y = sd::nn::materialize(d.frozen(d.x));
   return d.y.data();
 }
 
@@ -183,6 +191,7 @@ int main(int argc, char** argv) {
   sb::add("conv_bn_fused", benchmark::kMillisecond, conv_bytes, conv_bn_fused);
   sb::add("conv_bn_apart", benchmark::kMillisecond, conv_bytes, conv_bn_apart);
   sb::add("conv_bn_thrice", benchmark::kMillisecond, conv_bytes, conv_bn_thrice);
+  sb::add("conv_bn_eval", benchmark::kMillisecond, conv_bytes, conv_bn_eval);
   sb::MedianReporter rep;
   if (!sb::run_benchmarks(argc, argv, rep)) return 1;
   sb::print_medians(rep);
@@ -191,5 +200,6 @@ int main(int argc, char** argv) {
   sb::report_ratio(rep, "mean and var one kernel / two", "mean_var_apart", "mean_var_fused", 0);
   sb::report_ratio(rep, "conv + bn + relu training, 2 kernels / issue 37's 7", "conv_bn_thrice", "conv_bn_fused", 2.5);
   sb::report_ratio(rep, "conv + bn + relu training, 2 kernels / 6", "conv_bn_apart", "conv_bn_fused", 0);
+  sb::report_fraction(rep, "conv + bn + relu training vs eval mode's one kernel", "conv_bn_eval", "conv_bn_fused");
   return 0;
 }
