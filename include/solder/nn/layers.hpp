@@ -51,6 +51,16 @@ std::string shape_text(X const& x) {
   return shape_string<node_t<X>::rank>(x.shape());
 }
 
+// x w^T + b on device D for a module's weight w [out, in]: w packed for the host's GEMM engine
+// on its first product and kept in `derived` (not in training), as Linear and the attention
+// projections all run it.
+template <class D, class X>
+auto module_linear(X const& x, Derived const& derived, Param<2> const& w, Param<1> const& b, bool training) {
+  auto product = solder::detail::contract(x, transpose(derived.on<D>(w, training), 0, 1), "linear");
+  product.b_pack = derived.pack(training);
+  return product + derived.on<D>(b, training);
+}
+
 }  // namespace detail
 
 // Calls forward: `fc1(x)` is `fc1.forward(x)`. A user's module is callable too where it derives
@@ -93,10 +103,7 @@ struct Linear : Callable<Linear> {
                           ", out_features=", out_features, "): input of shape ", detail::shape_text(x),
                           " does not end in ", in_features, " features (weight of shape ",
                           shape_string<2>(weight.shape()), ")");
-    using D = device_of<X>;
-    auto product = solder::detail::contract(x, transpose(derived.on<D>(weight, training), 0, 1), "linear");
-    product.b_pack = derived.pack(training);
-    return product + derived.on<D>(bias.value, training);  // (linear(x, weight, bias))
+    return detail::module_linear<device_of<X>>(x, derived, weight, bias.value, training);  // (linear(x, weight, bias))
   }
   void prepare() { derived.clear(); }
   template <class V>

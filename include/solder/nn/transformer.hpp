@@ -115,7 +115,7 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
   Param<2> in_proj_weight;
   detail::Bias in_proj_bias;
   Linear out_proj;
-  detail::Derived derived;  // device copies (nn/derived.hpp)
+  detail::Derived derived;  // in_proj_weight packed (self-attention), device copies (nn/derived.hpp)
 
   MultiheadAttention(std::int64_t e, std::int64_t h, MultiheadAttentionOptions o = {})
       : embed_dim(e), num_heads(h), options(o), in_proj_weight(xavier(e)),
@@ -157,7 +157,7 @@ struct MultiheadAttention : Callable<MultiheadAttention> {
     solder::detail::check(x.size(2) == embed_dim, "nn::MultiheadAttention(", embed_dim, ", ", num_heads,
                           "): input of shape ", shape_string<3>(x.shape()), " does not end in ", embed_dim);
     using D = device_of<X>;
-    X qkv = materialize(linear(x, derived.on<D>(in_proj_weight, training), derived.on<D>(in_proj_bias.value, training)));
+    X qkv = materialize(detail::module_linear<D>(x, derived, in_proj_weight, in_proj_bias.value, training));
     return attend_heads<Weights>(qkv, 0, qkv, embed_dim, qkv, 2 * embed_dim, a);
   }
 

@@ -69,7 +69,7 @@ struct BertSelfAttention {
   nn::Param<2> qkv_weight;  // [query; key; value]: derived by prepare(), not state
   nn::Param<1> qkv_bias;
   bool training = false;
-  nn::detail::Derived derived;  // device copies of qkv_weight and qkv_bias (nn/derived.hpp)
+  nn::detail::Derived derived;  // qkv_weight packed, device copies of it and qkv_bias (nn/derived.hpp)
 
   BertSelfAttention(BertConfig const& c)
       : num_heads(c.num_attention_heads), query(c.hidden_size, c.hidden_size), key(c.hidden_size, c.hidden_size),
@@ -93,7 +93,7 @@ struct BertSelfAttention {
   Tensor<float, 3, D> forward(Tensor<float, 3, D> const& x, Tensor<float, 4, D> const& mask) const {
     std::int64_t const e = query.out_features;
     Tensor<float, 3, D> qkv =
-        nn::materialize(linear(x, derived.on<D>(qkv_weight, training), derived.on<D>(qkv_bias, training)));
+        nn::materialize(nn::detail::module_linear<D>(x, derived, qkv_weight, qkv_bias, training));
     return nn::detail::attend(qkv, 0, qkv, e, qkv, 2 * e, e, num_heads, {}, mask);
   }
   template <class V>
