@@ -21,13 +21,20 @@
 //   (--benchmark_out writes JSON by default: each benchmark's median under its name)
 // Run it with OMP_WAIT_POLICY=passive (common.hpp): on this 2-core machine a second process on a
 // core (a compiler) slows spinning threads most.
+// A third mode prints, per model, where a fused forward spends its time, by kernel kind
+// (bench/profile.hpp), against the FMA peak and the copy speed measured in the same run:
+//   bench_models --profile           or --profile=NAME for the models whose name contains NAME;
+//                                    --top=N adds the N kernels (kind, root op, shape) that took longest
 // Targets: information.
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +48,7 @@
 
 #include "common.hpp"
 #include "fma_peak.hpp"
+#include "profile.hpp"
 
 namespace sd = solder;
 namespace sb = solder_bench;
@@ -65,6 +73,22 @@ Model const& model(char const* name) {
   std::abort();
 }
 
+// --profile=NAME: only the models whose name contains NAME are set up.
+std::string_view only;
+int top = 0;
+bool wanted(char const* model) { return std::string_view(model).find(only) != std::string_view::npos; }
+
+// Every model's fused forward at each batch, for --profile.
+struct Forward {
+  char const* model;
+  std::int64_t batch;
+  std::function<void()> run;
+};
+std::vector<Forward>& forwards() {
+  static std::vector<Forward> all;
+  return all;
+}
+
 std::string bench_name(char const* model, std::int64_t batch, char const* how) {
   return std::string("BM_") + model + "_b" + std::to_string(batch) + "_" + how;
 }
@@ -81,6 +105,7 @@ void add_model(Net const* net, char const* name, std::int64_t batch) {
   sd::Tensor<float, 2> const eager = sd::eager(*net, d->x);
   std::string const what = std::string(name) + " b" + std::to_string(batch) + " eager vs fused";
   sb::check_close(what.c_str(), eager.data(), d->y.data(), d->y.numel(), 1e-5, 1e-4);
+  forwards().push_back({name, batch, [net, d] { d->y = (*net)(d->x); }});
   auto ms = benchmark::kMillisecond;
   sb::add(bench_name(name, batch, "fused").c_str(), ms, 0, [net, d] {
     d->y = (*net)(d->x);
@@ -94,6 +119,7 @@ void add_model(Net const* net, char const* name, std::int64_t batch) {
 
 template <class Net>
 void add_model(Net* net, char const* name) {
+  if (!wanted(name)) return;
   std::string const plan = sd::explain(*net, sd::randn<float>(sd::shape(1, 3, 224, 224)));
   std::printf("%-14s %s\n", name, plan.substr(0, plan.find('\n')).c_str());
   for (std::int64_t b : model(name).batches) add_model(static_cast<Net const*>(net), name, b);
@@ -102,6 +128,7 @@ void add_model(Net* net, char const* name) {
 // BERT: token ids (any in the vocabulary), one segment, no padding; its outputs are
 // last_hidden_state and pooler_output, each forward returning new tensors.
 void add_bert(sd::models::BertModel const* net) {
+  if (!wanted("bert")) return;
   for (std::int64_t batch : model("bert").batches) {
     struct Data {
       sd::Tensor<std::int64_t, 2> ids, types, mask;
@@ -123,6 +150,7 @@ void add_bert(sd::models::BertModel const* net) {
     std::string const what = "bert b" + std::to_string(batch) + " eager vs fused";
     sb::check_close(what.c_str(), eager.last_hidden_state.data(), d->out.last_hidden_state.data(),
                     d->out.last_hidden_state.numel(), 1e-4, 1e-4);
+    forwards().push_back({"bert", batch, [net, d] { d->out = (*net)(d->ids, d->types, d->mask); }});
     auto ms = benchmark::kMillisecond;
     sb::add(bench_name("bert", batch, "fused").c_str(), ms, 0, [net, d] {
       d->out = (*net)(d->ids, d->types, d->mask);
@@ -159,6 +187,39 @@ int report_rss(std::string const& how) {
   return 0;
 }
 
+// The median of 5 timings of f, in seconds.
+template <class F>
+double median_seconds(F f) {
+  std::vector<double> t;
+  for (int i = 0; i < 5; ++i) {
+    auto const begin = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[2];
+}
+
+// --profile[=NAME]: each forward run for about a second (at least 3 times) under a Profile, the
+// FMA peak and the copy speed measured just before it (this machine's speed changes with its
+// neighbours' load).
+int profile() {
+  std::int64_t const n = std::int64_t(1) << 24;  // 64 MiB, copied: 128 MiB moved
+  std::vector<float> from(static_cast<std::size_t>(n), 1.f), to(static_cast<std::size_t>(n));
+  for (Forward const& f : forwards()) {
+    double const peak = sb::fma::available ? sb::fma::flops() / median_seconds([] { sb::fma::peak(); }) * 1e-9 : 0;
+    double const copy =
+        2.0 * double(n) * sizeof(float) / median_seconds([&] { sb::peer::copy(from.data(), to.data(), n); }) * 1e-9;
+    int const times = std::max(3, int(1.0 / median_seconds(f.run)));
+    sb::Profile p;
+    auto const begin = std::chrono::steady_clock::now();
+    for (int i = 0; i < times; ++i) f.run();
+    double const wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    sb::print_profile(std::string(f.model) + " b" + std::to_string(f.batch), p, times, wall, peak, copy, top);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,6 +227,13 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--rss=", 6) == 0) return report_rss(argv[i] + 6);
   sb::print_wait_policy();
+  bool profiling = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view const arg = argv[i];
+    if (arg == "--profile" || arg.starts_with("--profile="))
+      profiling = true, only = arg.substr(std::min<std::size_t>(arg.size(), 10));
+    if (arg.starts_with("--top=")) top = std::atoi(argv[i] + 6);
+  }
 
   // Every model lives as long as its benchmarks.
   add_model(new auto(sd::models::alexnet()), "alexnet");
@@ -174,6 +242,7 @@ int main(int argc, char** argv) {
   add_model(new auto(sd::models::mobilenet_v2()), "mobilenet_v2");
   add_model(new auto(sd::models::vit_b_16()), "vit_b_16");
   add_bert(new auto(sd::models::bert()));
+  if (profiling) return profile();
   if (sb::fma::available) sb::add("BM_fma_peak", benchmark::kMillisecond, 0, [] { return sb::fma::peak(); });
 
   sb::MedianReporter rep;

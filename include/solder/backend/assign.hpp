@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "../plan/common_reductions.hpp"
+#include "cost.hpp"
 #include "eval.hpp"
 #include "host/contract.hpp"
 #include "host/conv.hpp"
@@ -57,6 +58,7 @@ class Tracer {
   // name: what explain's text starts with, without the cost of naming every node).
   virtual void stop_kernel(std::string_view kind, std::string root, std::string shape, std::string_view dtype) = 0;
   virtual void stop_block(std::string shape, std::string_view dtype) = 0;  // its result's
+  virtual void kernel_cost(KernelCost const&) {}  // the kernel's kind and cost, just before its stop_kernel
 
  protected:
   ~Tracer() = default;
@@ -109,6 +111,7 @@ void run_kernel(OutTensor& out, N const& root) {
                                       : N::kind == NodeKind::reduce || has_fused_reduce<N, N::rank, false>()
                                           ? "reduction"
                                           : "element-wise";
+    traced->kernel_cost(detail::kernel_cost(root));
     traced->stop_kernel(kind, root.name(), shape_string<N::rank>(root.shape()),
                         dtype_label<typename OutTensor::value_type>());
   }
