@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <solder/backend/host/gemm.hpp>
 #include <solder/core/threads.hpp>
@@ -264,6 +265,32 @@ TEMPLATE_TEST_CASE("gemm engine: batches, one operand shared", "[gemm]", float, 
       check<T>(
           p, r, [&](i64 bi, i64 i, i64 q) { return a.at(bi, i, q); }, b);
     }
+}
+
+TEMPLATE_TEST_CASE("gemm engine: batches of A one after another against one B, rows not a multiple of the tile",
+                   "[gemm]", float, double) {
+  // (run as one product of batch * m rows, its blocks cut at the batches' bounds: Result sees a
+  // block that crosses one as out of bounds)
+  using T = TestType;
+  ThreadGuard guard;
+  struct Shape {
+    i64 batch, m, n, k;
+  };
+  for (auto [batch, m, n, k] : {Shape{8, 197, 70, 90}, Shape{5, 13, 300, 40}, Shape{3, 31, 64, 300}})
+    for (int threads : {1, 2})
+      for (bool rounds : {false, true}) {
+        CAPTURE(batch, m, n, k, threads, rounds);
+        sd::set_num_threads(threads);
+        std::optional<RoundsOnly> only;
+        if (rounds) only.emplace();
+        auto const a = make<T>(batch, m, k, Layout::row_major, false, 61);
+        auto const b = make<T>(batch, k, n, Layout::col_major, true, 62);
+        gemm::Problem const p{batch, m, n, k};
+        Result<T> r(batch, m, n);
+        gemm::run<T>(p, left_of(a), b.strided(), r.epilogue());
+        check<T>(
+            p, r, [&](i64 bi, i64 i, i64 q) { return a.at(bi, i, q); }, b);
+      }
 }
 
 TEMPLATE_TEST_CASE("gemm engine: A from a producer", "[gemm]", float, double) {
