@@ -12,11 +12,15 @@
 //                 block of the product
 //   onednn_pass   dnnl_sgemm, then one OpenMP pass for the bias and the relu
 // and BM_fma_peak (bench/fma_peak.hpp). Every result is checked first against double sums of
-// sampled rows. Targets (issue 38): solder >= 0.95x oneDNN's sgemm; relu >= 1.15x oneDNN + pass.
+// sampled rows. Then the ratios again as medians of back-to-back pairs (paired_ratio), which a
+// neighbour's load on this shared machine moves less than the medians of separate runs.
+// Targets (issue 38): solder >= 0.95x oneDNN's sgemm; relu >= 1.15x oneDNN + pass.
 // Run it with passive waiting (libgomp's spinning threads otherwise take oneDNN's cores):
 //     OMP_WAIT_POLICY=passive build/bench/bench_linear
 // Built for AVX2 (-march=x86-64-v3) on an AVX-512 machine, hold oneDNN to AVX2 as well:
 //     OMP_WAIT_POLICY=passive ONEDNN_MAX_CPU_ISA=AVX2 build-avx2/bench/bench_linear
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -119,6 +123,27 @@ void check(Layer const& l, char const* who, bool relu) {
   std::printf("check %-26s %-12s worst error %.3f of the bound  OK\n", l.s.name, who, worst);
 }
 
+// The median over `pairs` back-to-back runs of f and g (alternating which goes first) of
+// time(g) / time(f): each pair sees the machine in one state, so the ratio holds while a
+// neighbour's load comes and goes (this machine's speed halves when another process runs).
+template <class F, class G>
+double paired_ratio(F f, G g, int pairs = 15) {
+  auto seconds = [](auto const& h) {
+    auto const begin = std::chrono::steady_clock::now();
+    h();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  };
+  std::vector<double> r;
+  for (int i = 0; i < pairs; ++i) {
+    double tf = 0, tg = 0;
+    if (i % 2) tf = seconds(f), tg = seconds(g);
+    else tg = seconds(g), tf = seconds(f);
+    r.push_back(tg / tf);
+  }
+  std::sort(r.begin(), r.end());
+  return r[r.size() / 2];
+}
+
 template <class F>
 void add(std::string const& name, double flops, F f) {
   auto run = [f, flops](benchmark::State& state) {
@@ -182,6 +207,22 @@ int main(int argc, char** argv) {
       std::printf(" %6.1f (%.2f)", rate(s, who), of_peak(rate(s, who)));
     std::printf("\n");
   }
+#if defined(SOLDER_HAVE_DNNL)
+  std::printf("\nmedians of 15 back-to-back pairs, time(oneDNN) / time(solder), %d threads, %s:\n%-26s %8s %9s %12s\n",
+              sb::threads, sb::isa, "shape", "solder", "unpacked", "relu/+pass");
+  for (auto& lp : layers()) {
+    Layer& l = *lp;
+    if (rep.median_ns(std::string("BM_") + l.s.name + "_solder") <= 0) continue;  // (filtered out)
+    auto dnnl = [&l] { onednn(l); };
+    double const packed = paired_ratio([&l] { l.y = l.plain(l.x); }, dnnl),
+                 unpacked = paired_ratio([&l] { l.y = sd::linear(l.x, l.plain.weight); }, dnnl),
+                 relu = paired_ratio([&l] { l.y = sd::relu(l.biased(l.x)); }, [&l] {
+                   onednn(l);
+                   bias_relu(l);
+                 });
+    std::printf("%-26s %7.2fx %8.2fx %11.2fx\n", l.s.name, packed, unpacked, relu);
+  }
+#endif
   std::printf("\n");
   for (Shape const& s : shapes) {
     std::string const base = std::string("BM_") + s.name;
