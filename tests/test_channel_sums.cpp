@@ -1,8 +1,9 @@
-// Sums in a contraction's epilogue (backend/results.hpp, backend/host/channel_sums.hpp): a
-// convolution's output and its per-channel sums and sums of squares from one kernel, NCHW and
-// channels-last, with groups, strides, dilation and depthwise; checked against double
-// references of the stored output, for the same bits on any thread count, and for the misuse
-// that is refused.
+// Sums in a contraction's epilogue (backend/results.hpp, backend/host/channel_sums.hpp,
+// product_sums.hpp): a convolution's output and its per-channel sums and sums of squares from
+// one kernel, NCHW and channels-last, with groups, strides, dilation and depthwise; a product's
+// output and its column sums (a linear layer's bias gradient) and row sums, batched too;
+// checked against double references of the stored output, for the same bits on any thread
+// count, and for the misuse that is refused.
 #include "reference.hpp"
 
 #include <cmath>
@@ -166,4 +167,107 @@ TEST_CASE("channel sums: misuse is refused with what to write instead", "[result
   auto const c2 = sd::conv2d(x2, w2);
   CHECK_THAT(message([&] { sd::assign(std::tie(x2, s), c2, sd::sum(c2, {0, 2, 3})); }),
              Catch::Contains("shares memory with what it reads"));
+}
+
+namespace {
+
+// Column (over every dim but the last) and row sums of y, in double, flat.
+std::vector<std::vector<double>> product_sums(ref::Array const& y) {
+  std::int64_t const n = y.shape.back(), rows = y.numel() / n;
+  std::vector<std::vector<double>> s{std::vector<double>(static_cast<std::size_t>(n), 0.0),
+                                     std::vector<double>(static_cast<std::size_t>(rows), 0.0)};
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t q = 0; q < n; ++q) {
+      s[0][static_cast<std::size_t>(q)] += y[r * n + q];
+      s[1][static_cast<std::size_t>(r)] += y[r * n + q];
+    }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("product sums: a linear layer's output, its column sums and its row sums from one kernel",
+          "[results][contract]") {
+  // A tail of rows and columns past the blocks; several chunks of rows.
+  auto x = ref::uniform<float>(-1, 1, 301, 40);
+  auto w = ref::uniform<float>(-0.5, 0.5, 37, 40);
+  auto b = ref::uniform<float>(-1, 1, 37);
+  auto const p = sd::linear(x, w, b);
+  sd::Tensor<float, 2> const alone = p;
+  sd::Tensor<float, 2> y(301, 37);
+  sd::Tensor<double, 1> cols(37), rows(301);
+  sd::Tensor<float, 2> mean_rows(301, 1);
+  CHECK(kernels_of([&] {
+          sd::assign(std::tie(y, cols, rows, mean_rows), p, sd::sum(p, 0), sd::sum(p, -1), sd::mean(p, -1, sd::keepdim));
+        }) == 1);
+  ref::Array const Y = ref::of(y), A = ref::of(alone);
+  for (std::int64_t i = 0; i < Y.numel(); ++i) REQUIRE(Y[i] == Approx(A[i]).margin(1e-5));
+  auto const want = product_sums(Y);
+  for (std::int64_t q = 0; q < 37; ++q) CHECK(cols.data()[q] == Approx(want[0][static_cast<std::size_t>(q)]).epsilon(1e-12).margin(1e-11));
+  for (std::int64_t r = 0; r < 301; ++r) {
+    CHECK(rows.data()[r] == Approx(want[1][static_cast<std::size_t>(r)]).epsilon(1e-12).margin(1e-11));
+    CHECK(mean_rows.data()[r] == Approx(want[1][static_cast<std::size_t>(r)] / 37).epsilon(1e-6).margin(1e-7));
+  }
+}
+
+TEST_CASE("product sums: batched products, [B, T, C] through a linear layer and bmm", "[results][contract]") {
+  auto x = ref::uniform<float>(-1, 1, 3, 50, 24);
+  auto w = ref::uniform<float>(-0.5, 0.5, 20, 24);
+  auto const p = sd::linear(x, w);  // the weight shared by the batches
+  auto [y, db, rs] = sd::eval(p, sd::sum(p, {0, 1}), sd::sum(p * p, -1));
+  auto const want = product_sums(ref::of(y));
+  ref::Array const Y = ref::of(y);
+  for (std::int64_t q = 0; q < 20; ++q) CHECK(db.data()[q] == Approx(want[0][static_cast<std::size_t>(q)]).epsilon(1e-6).margin(1e-5));
+  for (std::int64_t r = 0; r < 150; ++r) {
+    double sq = 0;
+    for (std::int64_t q = 0; q < 20; ++q) {
+      float const v = static_cast<float>(Y[r * 20 + q]);
+      sq += static_cast<double>(v * v);
+    }
+    CHECK(rs.data()[r] == Approx(sq).epsilon(1e-6));
+  }
+  // Each batch its own right operand.
+  auto a = ref::uniform<float>(-1, 1, 4, 33, 16);
+  auto bb = ref::uniform<float>(-1, 1, 4, 16, 21);
+  auto const q = sd::matmul(a, bb);
+  auto [z, zc, zr] = sd::eval(q, sd::sum(q, {0, 1}), sd::sum(q, 2));
+  auto const zwant = product_sums(ref::of(z));
+  for (std::int64_t c = 0; c < 21; ++c) CHECK(zc.data()[c] == Approx(zwant[0][static_cast<std::size_t>(c)]).epsilon(1e-6).margin(1e-5));
+  for (std::int64_t r = 0; r < 4 * 33; ++r)
+    CHECK(zr.data()[r] == Approx(zwant[1][static_cast<std::size_t>(r)]).epsilon(1e-6).margin(1e-5));
+}
+
+TEST_CASE("product sums: the same bits for any thread count", "[results][contract][threads]") {
+  int const saved = sd::get_num_threads();
+  // Rows scaled by e^-20 .. e^20 (see the convolution's case): the column sums round in double.
+  sd::Tensor<float, 2> x = ref::uniform<float>(-1, 1, 2048, 64) * sd::exp(ref::uniform<float>(-20, 20, 2048, 1));
+  auto const w = ref::uniform<float>(-0.1, 0.1, 96, 64);
+  auto const p = sd::linear(x, w);
+  std::vector<std::vector<double>> first;
+  for (int threads : {1, 2, 3, 4}) {
+    sd::set_num_threads(threads);
+    sd::Tensor<float, 2> y(2048, 96);
+    sd::Tensor<double, 1> cols(96), rows(2048);
+    sd::assign(std::tie(y, cols, rows), p, sd::sum(p * p, 0), sd::sum(p, 1));
+    std::vector<std::vector<double>> got{sd::to_vector(cols), sd::to_vector(rows)};
+    if (first.empty()) first = got;
+    INFO(threads << " threads");
+    for (std::size_t i = 0; i < got.size(); ++i)
+      for (std::size_t j = 0; j < got[i].size(); ++j) REQUIRE(got[i][j] == first[i][j]);  // bit for bit
+  }
+  sd::set_num_threads(saved);
+}
+
+TEST_CASE("product sums: misuse is refused", "[results][contract][errors]") {
+  auto x = ref::uniform<float>(-1, 1, 3, 5, 4);
+  auto w = ref::uniform<float>(-1, 1, 6, 4);
+  auto const p = sd::linear(x, w);
+  sd::Tensor<float, 3> y(3, 5, 6);
+  sd::Tensor<float, 2> middle(3, 6);
+  try {
+    sd::assign(std::tie(y, middle), p, sd::sum(p, 1));  // over the middle dim: neither kind
+    FAIL("no error");
+  } catch (sd::Error const& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("over every dim but the last"));
+  }
 }

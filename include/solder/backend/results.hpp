@@ -11,6 +11,7 @@
 #include "../expr/results.hpp"
 #include "assign.hpp"
 #include "host/channel_sums.hpp"
+#include "host/product_sums.hpp"
 
 namespace solder::detail {
 
@@ -138,7 +139,9 @@ void assign_results(N const& node, Dst&... dst) {
 // sd::assign(std::tie(y, s, ss), c, sd::sum(c, {0, 2, 3}), sd::sum(c * c, {0, 2, 3})), c a
 // convolution (or sd::share of one): y takes c (or an element-wise expression over it), s and
 // ss its per-channel sums, folded while the convolution's blocks are written
-// (host/channel_sums.hpp). One kernel; the convolution is computed once.
+// (host/channel_sums.hpp). A product of matrices the same way, with sums per column (over every
+// dim but the last) or per row (host/product_sums.hpp). One kernel; the contraction is computed
+// once.
 
 // n with a shared contraction read as the contraction itself: in this kernel it is the anchor,
 // whose blocks every use reads.
@@ -195,6 +198,11 @@ template <class N>
 inline constexpr bool is_conv2d = false;
 template <class X, class W>
 inline constexpr bool is_conv2d<Conv2d<X, W>> = true;
+// A product of two matrices (or batches of them): what column and row sums fold over.
+template <class N>
+inline constexpr bool is_matrix_product = false;
+template <class A, class B>
+inline constexpr bool is_matrix_product<Contract<A, B>> = A::rank >= 2 && B::rank >= 2;
 
 // Whether the kernel rooted at N is a conv2d with an element-wise epilogue (N's rest): what
 // BatchNorm2d's training forward sums in the convolution's epilogue.
@@ -224,9 +232,9 @@ void assign_epilogue_sums(std::tuple<Y&, S&...> dst, X const& x, R const&... r) 
   using U = unshared_t<X>;
   constexpr int D = U::rank;
   static_assert((true && ... && is_sum_or_mean<node_t<R>>),
-                "solder: assign: after a contraction's output, the results are its sums or means over all "
-                "dims but the channels (sd::sum(c, {0, 2, 3}), sd::mean(c * c, {0, 2, 3})), folded while "
-                "the output is written");
+                "solder: assign: after a contraction's output, the results are its sums or means (a "
+                "convolution's over all dims but the channels, sd::sum(c, {0, 2, 3}); a product's over all "
+                "but the last, or over the last), folded while the output is written");
   static_assert(std::is_same_v<typename Y::device_type, Host> && (true && ... && std::is_same_v<typename S::device_type, Host>),
                 "solder: assign: sums in a contraction's epilogue run on sd::Host tensors only for now");
   static_assert(Y::rank == D, "solder: assign: the first tensor's rank differs from the contraction's output");
@@ -250,9 +258,9 @@ void assign_epilogue_sums(std::tuple<Y&, S&...> dst, X const& x, R const&... r) 
     bool done = false;
     with_anchor<D>(u, [&](auto const& anchor) {
       using A = std::remove_cvref_t<decltype(anchor)>;
-      static_assert(is_conv2d<A>,
-                    "solder: assign: sums in a contraction's epilogue run over conv2d's output for now (row "
-                    "and column sums of a matrix product: not yet)");
+      static_assert(is_conv2d<A> || is_matrix_product<A>,
+                    "solder: assign: sums in a contraction's epilogue run over conv2d's output and a product "
+                    "of matrices' (not a pool's, attention's, or a product with a vector)");
       static_assert(epilogue_over<U, A>() && (true && ... && epilogue_over<unshared_t<decltype(as_node(r).input)>, A>()),
                     "solder: assign: the output and the summed expressions must be element-wise over the one "
                     "contraction (another contraction or a reduction in them: sd::share it)");
@@ -260,26 +268,42 @@ void assign_epilogue_sums(std::tuple<Y&, S&...> dst, X const& x, R const&... r) 
       done = true;
       check(reads_only_anchor<D>(u, anchor.id) &&
                 std::apply([&](auto const&... e) { return (true && ... && reads_only_anchor<D>(e, anchor.id)); }, f),
-            "assign: the output and the summed expressions must read one and the same ", A::name(),
+            "assign: the output and the summed expressions must read one and the same ", anchor.name(),
             " (sd::share it, or use one node)");
-      check(same_index<D>(y.shape(), u.shape()), "assign: ", A::name(), "'s output of shape ",
+      check(same_index<D>(y.shape(), u.shape()), "assign: ", anchor.name(), "'s output of shape ",
             shape_string<D>(u.shape()), " into a tensor of shape ", shape_string<D>(y.shape()));
       check_no_internal_overlap(y, "assign");
-      check(!overlaps<D, false>(u, y) && !anchor_overlaps(u, y), "assign: the tensor that takes ", A::name(),
+      check(!overlaps<D, false>(u, y) && !anchor_overlaps(u, y), "assign: the tensor that takes ", anchor.name(),
             "'s output shares memory with what it reads: write it into a tensor of its own");
+      // Per summed expression: the product's column sums (every dim but the last) or row sums.
+      std::array<host::SumAxes, sizeof...(R)> kinds{};
       std::int64_t k = 2;  // (the result's number: the output is the first)
       auto check_sum = [&](auto const& red, auto const& dst) {
+        using Red = node_t<std::remove_cvref_t<decltype(red)>>;
         auto const& in = as_node(red).input;
-        std::array<int, D - 1> want{};
-        for (int d = 0, o = 0; d < D; ++d)
-          if (d != D - 3) want[static_cast<std::size_t>(o++)] = d;
-        bool axes = decltype(as_node(red).input)::rank == D && same_index<D>(in.shape(), u.shape());
-        if constexpr (node_t<std::remove_cvref_t<decltype(red)>>::naxes == D - 1)
-          axes = axes && std::equal(want.begin(), want.end(), as_node(red).axes.begin());
-        else axes = false;
-        check(axes, "assign: result ", k, " (", red.name(), ") must reduce an expression of the output's shape ",
-              shape_string<D>(u.shape()), " over every dim but the channels (dim ", D - 3, "), as BatchNorm's "
-              "statistics: sd::", red.name(), "(c, {0, 2, 3}) of [N, C, H, W]");
+        bool const same_space = decltype(as_node(red).input)::rank == D && same_index<D>(in.shape(), u.shape());
+        // All dims but `kept`, in order.
+        auto all_but = [&](int kept) {
+          if constexpr (Red::naxes != D - 1) return false;
+          else {
+            for (int d = 0, o = 0; d < D; ++d)
+              if (d != kept && as_node(red).axes[static_cast<std::size_t>(o++)] != d) return false;
+            return true;
+          }
+        };
+        if constexpr (is_conv2d<A>) {
+          check(same_space && all_but(D - 3), "assign: result ", k, " (", red.name(),
+                ") must reduce an expression of the output's shape ", shape_string<D>(u.shape()),
+                " over every dim but the channels (dim ", D - 3, "), as BatchNorm's statistics: sd::", red.name(),
+                "(c, {0, 2, 3}) of [N, C, H, W]");
+        } else {
+          bool const rows = Red::naxes == 1 && as_node(red).axes[0] == D - 1;
+          check(same_space && (rows || all_but(D - 1)), "assign: result ", k, " (", red.name(),
+                ") must reduce an expression of the output's shape ", shape_string<D>(u.shape()),
+                " over every dim but the last (column sums: a linear layer's bias gradient, sd::", red.name(),
+                "(p, 0) of [M, N]) or over the last (row sums, sd::", red.name(), "(p, -1))");
+          kinds[static_cast<std::size_t>(k - 2)] = rows ? host::SumAxes::rows : host::SumAxes::columns;
+        }
         check(same_index<std::remove_cvref_t<decltype(dst)>::rank>(dst.shape(), red.shape()), "assign: result ",
               k, " of shape ", shape_string<std::remove_cvref_t<decltype(dst)>::rank>(red.shape()),
               " into a tensor of shape ", shape_string<std::remove_cvref_t<decltype(dst)>::rank>(dst.shape()));
@@ -302,24 +326,29 @@ void assign_epilogue_sums(std::tuple<Y&, S&...> dst, X const& x, R const&... r) 
       Tracer* const traced = tracer();
       if (traced) [[unlikely]] traced->start();
       MaterializedScope scope;
-      std::vector<double> const total = std::apply(
-          [&](auto const&... e) { return host::conv2d_channel_sums(anchor, y, u, e...); }, f);
-      std::int64_t const channels = u.shape()[D - 3];
+      // Each sum's values, flat in the order of its result's elements.
+      std::vector<std::vector<double>> const total = std::apply(
+          [&](auto const&... e) {
+            if constexpr (is_conv2d<A>) return host::conv2d_channel_sums(anchor, y, u, e...);
+            else return host::product_sums(anchor, y, u, kinds, e...);
+          },
+          f);
       std::size_t i = 0;
       auto store = [&](auto const& red, auto& dst) {
         using Dst = std::remove_cvref_t<decltype(dst)>;
         using Red = node_t<std::remove_cvref_t<decltype(red)>>;
-        int const axis = Red::keepdim ? D - 3 : 0;
-        for (std::int64_t c = 0; c < channels; ++c) {
-          double v = total[i * static_cast<std::size_t>(channels) + static_cast<std::size_t>(c)];
+        constexpr int RD = Dst::rank;
+        Index<RD> idx{};
+        for (double v : total[i]) {
           if constexpr (std::is_same_v<typename Red::op_type, ops::Mean>) v /= static_cast<double>(red.count);
-          dst.data()[c * dst.strides()[axis]] = static_cast<typename Dst::value_type>(v);
+          dst.data()[dot<RD>(idx, dst.strides())] = static_cast<typename Dst::value_type>(v);
+          for (int d = RD - 1; d >= 0 && ++idx[d] == dst.shape()[d]; --d) idx[d] = 0;  // the next, row-major
         }
         ++i;
       };
       each(store);
       if (traced) [[unlikely]]
-        traced->stop_kernel("contraction", A::name() + " with sums", shape_string<D>(u.shape()),
+        traced->stop_kernel("contraction", anchor.name() + " with sums", shape_string<D>(u.shape()),
                             dtype_label<typename Y::value_type>());
     });
   }

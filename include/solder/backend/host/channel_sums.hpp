@@ -9,7 +9,7 @@
 // one thread, seeing its blocks in a fixed order; each task has its own partials per channel,
 // and the partials are added up task by task after the engine. So the sums have the same bits
 // for any thread count. Within a run of a block the values go to 8 lanes in turn, the lanes
-// then added in a fixed tree (a run's bounds are fixed by the shapes too). Everything is in
+// then added in a fixed tree (lane_sum; a run's bounds are fixed by the shapes too). Everything is in
 // double: about 1e-16 relative per addition, against the float cascade's 1e-7 (cascade.hpp).
 #pragma once
 #include <tuple>
@@ -18,6 +18,18 @@
 #include "conv.hpp"
 
 namespace solder::detail::host {
+
+// The sum of v[0, m) in double: the values go to 8 lanes in turn, the lanes added in a fixed
+// tree (the same bits wherever m values are summed so).
+template <class V>
+double lane_sum(V const* v, std::int64_t m) {
+  double lane[8] = {};
+  std::int64_t j = 0;
+  for (; j + 8 <= m; j += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(v[j + l]);
+  for (int l = 0; j < m; ++j, ++l) lane[l] += static_cast<double>(v[j]);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
 
 // The partial sums: for each task of the engine (`size` pixels of an image, conv::fixed_pixels),
 // each summed expression and each channel, one double.
@@ -39,12 +51,7 @@ struct SumSlots {
   void add_plane_run(std::int64_t k, std::int64_t n, std::int64_t c, std::int64_t p, std::int64_t len, V const* v) {
     while (len > 0) {
       std::int64_t const m = std::min(len, (p / size + 1) * size - p);  // the rest of this task's pixels
-      double lane[8] = {};
-      std::int64_t j = 0;
-      for (; j + 8 <= m; j += 8)
-        for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(v[j + l]);
-      for (int l = 0; j < m; ++j, ++l) lane[l] += static_cast<double>(v[j]);
-      at(n, p, k)[c] += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      at(n, p, k)[c] += lane_sum(v, m);
       v += m, p += m, len -= m;
     }
   }
@@ -176,7 +183,7 @@ conv::Sink<T> summed_sink(ChannelSums<T, D, EvY, OutT, EvF...>& s) {
 // channel over the other axes, one double per task and channel (SumSlots), returned added up
 // task by task: [sum][channel].
 template <class X, class W, class Y, class E, class... F>
-std::vector<double> conv2d_channel_sums(Conv2d<X, W> const& anchor, Y& y, E const& stored, F const&... f) {
+std::vector<std::vector<double>> conv2d_channel_sums(Conv2d<X, W> const& anchor, Y& y, E const& stored, F const&... f) {
   constexpr int D = Y::rank;
   using A = Conv2d<X, W>;
   using T = typename A::value_type;
@@ -201,10 +208,12 @@ std::vector<double> conv2d_channel_sums(Conv2d<X, W> const& anchor, Y& y, E cons
   conv::Sink<T> const sink = summed_sink(context);
   PackSource weights{anchor.w_pack.get(), w.storage()};
   conv::conv2d<T>(px, pw, anchor.win, anchor.groups, oh, ow, sink, weights, fixed);
-  std::vector<double> total(static_cast<std::size_t>(sizeof...(F) * channels), 0.0);
+  std::vector<std::vector<double>> total(sizeof...(F), std::vector<double>(static_cast<std::size_t>(channels), 0.0));
+  std::size_t const per_task = sizeof...(F) * static_cast<std::size_t>(channels);
   for (std::int64_t t = 0; t < slots.tasks(); ++t)
-    for (std::size_t i = 0; i < total.size(); ++i)
-      total[i] += slots.partial[static_cast<std::size_t>(t) * total.size() + i];
+    for (std::size_t i = 0; i < per_task; ++i)
+      total[i / static_cast<std::size_t>(channels)][i % static_cast<std::size_t>(channels)] +=
+          slots.partial[static_cast<std::size_t>(t) * per_task + i];
   return total;
 }
 

@@ -4,6 +4,8 @@
 // once, from the cache. The epilogue is a function of the kernel's type; the engine's loops
 // are not, so a new epilogue compiles only itself.
 #pragma once
+#include <utility>
+
 #include "../../expr/contract.hpp"
 #include "executor.hpp"
 #include "gemm.hpp"
@@ -201,6 +203,24 @@ template <class T>
 gemm::Prepacked<T> prepacked(PackSource& s) {
   if (!s.cache) return {};
   return {&cached_pack<T>, &s};
+}
+
+// f(t) for tasks t in [0, tasks), shared out statically, each on one thread: a GEMM engine
+// called inside runs on it alone and untuned (a tuner would run a task once per choice, its
+// blocks reaching the epilogue as often). The epilogue sums (channel_sums.hpp,
+// product_sums.hpp) run their products so: the blocks an epilogue sees within a task, and
+// their order, then depend on the shapes alone, not on the thread count. `work`: the
+// multiply-adds, which decide whether threads are used.
+template <class F>
+void run_fixed_tasks(std::int64_t tasks, std::int64_t work, F const& f) {
+  [[maybe_unused]] bool const parallel = tasks > 1 && get_num_threads() > 1 && work >= parallel_threshold;
+  SOLDER_OMP(parallel if(parallel)) {
+    solder::set_num_threads(1);  // (this thread's own setting: nested regions take one thread)
+    gemm::Tuner* const tuning = std::exchange(gemm::tuner(), nullptr);
+    SOLDER_OMP(for schedule(static))
+    for (std::int64_t t = 0; t < tasks; ++t) f(t);
+    gemm::tuner() = tuning;
+  }
 }
 
 // How each kind of anchor computes its blocks: run(anchor, out, ev, temps) hands every block

@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "../../expr/conv.hpp"
@@ -493,20 +492,11 @@ void conv2d(Planes<T> const& x, Planes<T> const& w, Window2d const& win, std::in
   // images in one engine call (len = 0).
   auto in_chunks = [&](auto const& product) {
     if (fixed == 0) return product(std::int64_t(0), std::int64_t(0), std::int64_t(0));
-    std::int64_t const per_image = (pixels + fixed - 1) / fixed, tasks = x.n * per_image;
-    [[maybe_unused]] bool const parallel =
-        tasks > 1 && get_num_threads() > 1 && x.n * pixels * w.n * k >= parallel_threshold;
-    SOLDER_OMP(parallel if(parallel)) {
-      solder::set_num_threads(1);  // (this thread's own setting: the engine runs on it alone)
-      // No tuning: it would run a chunk once per choice, and its blocks reach the sink as often.
-      gemm::Tuner* const tuning = std::exchange(gemm::tuner(), nullptr);
-      SOLDER_OMP(for schedule(static))
-      for (std::int64_t t = 0; t < tasks; ++t) {
-        std::int64_t const n = t / per_image, p0 = t % per_image * fixed;
-        product(n, p0, std::min(fixed, pixels - p0));
-      }
-      gemm::tuner() = tuning;
-    }
+    std::int64_t const per_image = (pixels + fixed - 1) / fixed;
+    run_fixed_tasks(x.n * per_image, x.n * pixels * w.n * k, [&](std::int64_t t) {
+      std::int64_t const n = t / per_image, p0 = t % per_image * fixed;
+      product(n, p0, std::min(fixed, pixels - p0));
+    });
   };
   if (pointwise) {  // x of image n as [pixels, C_in]: a plain product per image, or one for all
     in_chunks([&](std::int64_t n, std::int64_t p0, std::int64_t len) {
