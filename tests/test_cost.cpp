@@ -86,3 +86,23 @@ TEST_CASE("kernel_cost: row kernels and element-wise ones; each tensor read coun
   CHECK(map.kind == KernelKind::elementwise);
   CHECK(map.bytes == 4.0 * 2 * 60);
 }
+
+TEST_CASE("kernel_cost: BatchNorm2d's training forward, a convolution with its sums, then its epilogue alone",
+          "[cost][batchnorm]") {
+  sd::nn::Sequential<sd::nn::Conv2d, sd::nn::BatchNorm2d, sd::nn::ReLU> block{{4, 6, 3, {.padding = 1, .bias = false}},
+                                                                             {6}, {}};
+  sd::nn::train(block);
+  sd::Tensor<float, 4> x = sd::randn<float>(sd::shape(2, 4, 8, 8)), y(2, 6, 8, 8);
+  Recorder r;
+  y = block(x);
+  REQUIRE(r.costs.size() == 2);
+  // The convolution, its output stored and its sums of y and y * y folded: x, w read, y written
+  // (the zero bias, the epilogue's, read too).
+  CHECK(r.costs[0].kind == KernelKind::conv_kxk);
+  CHECK(r.costs[0].flops == 2.0 * 2 * 6 * 8 * 8 * 4 * 9);
+  CHECK(r.costs[0].bytes == 4.0 * (2 * 6 * 8 * 8 + 2 * 4 * 8 * 8 + 6 * 4 * 9 + 6));
+  // The normalization and the ReLU over the stored output: no flops of the convolution's.
+  CHECK(r.costs[1].kind == KernelKind::elementwise);
+  CHECK(r.costs[1].flops == 0);
+  CHECK(r.costs[1].bytes == 4.0 * (2 * 6 * 8 * 8 * 2 + 6 + 6 + 6));  // y written, the stored output, bias, scale, shift
+}

@@ -36,6 +36,7 @@ void anchor_cost(Contract<A, B> const& c, KernelCost& k) {
 }
 template <class X, class W>
 void anchor_cost(Conv2d<X, W> const& c, KernelCost& k) {
+  if (c.output) return;  // stored already (BatchNorm2d's training forward): its epilogue alone runs
   auto const& w = c.w.shape();  // [out, in / groups, kH, kW]
   k.kind = c.groups > 1 && w[1] == 1 ? KernelKind::depthwise
            : w[2] == 1 && w[3] == 1  ? KernelKind::conv_1x1
@@ -77,8 +78,10 @@ double read_bytes(N const& n, bool anchor, std::vector<void const*>& seen) {
   } else if constexpr (N::kind == NodeKind::scalar) {
     return 0;
   } else {
+    bool known = false;  // a contraction's output stored already (Conv2d::output): read, not computed
+    if constexpr (requires { n.output; }) known = n.output != nullptr;
     bool const stored = N::kind == NodeKind::view || N::kind == NodeKind::shared ||
-                        (N::kind == NodeKind::contract && !anchor);
+                        (N::kind == NodeKind::contract && (!anchor || known));
     if (stored) return double(numel_of<N::rank>(n.shape())) * sizeof(typename N::value_type);
     bool const through = anchor && N::kind == NodeKind::map;
     double sum = 0;

@@ -347,9 +347,16 @@ void assign_epilogue_sums(std::tuple<Y&, S&...> dst, X const& x, R const&... r) 
         ++i;
       };
       each(store);
-      if (traced) [[unlikely]]
+      if (traced) [[unlikely]] {  // the contraction's kind and flops; its output, and what it and the sums read
+        KernelCost cost;
+        anchor_cost(anchor, cost);
+        std::vector<void const*> seen;
+        cost.bytes = double(y.numel()) * sizeof(typename Y::value_type) + read_bytes(u, true, seen) +
+                     std::apply([&](auto const&... e) { return (0.0 + ... + read_bytes(e, true, seen)); }, f);
+        traced->kernel_cost(cost);
         traced->stop_kernel("contraction", anchor.name() + " with sums", shape_string<D>(u.shape()),
                             dtype_label<typename Y::value_type>());
+      }
     });
   }
 }
