@@ -58,15 +58,17 @@ template <class A, class B>
 inline constexpr bool is_matmul<Contract<A, B>> = true;
 
 // The reduced result g of reduction n, with the folded dims back as dims of extent 1.
+// (A number broadcasts as it is; a tensor is viewed, not copied.)
 template <class N, class G>
 auto keepdim_form(N const& n, G const& g) {
-  if constexpr (N::keepdim) {
+  if constexpr (N::keepdim || node_t<G>::rank == 0) {
     return as_node(g);
   } else {
     constexpr int F = child_t<N>::rank;
     std::array<std::int64_t, F> keep = n.input.shape();
     for (int a : n.axes) keep[a] = 1;
-    return as_node(reshape(g, keep));
+    if constexpr (node_t<G>::kind == NodeKind::leaf) return as_node(reshape(as_node(g).tensor, keep));
+    else return as_node(reshape(g, keep));
   }
 }
 
@@ -104,33 +106,44 @@ void map_backward(N const& n, G const& g, Ctx& ctx) {
   }
 }
 
-template <class N, class G, class Ctx>
-void reduce_backward(N const& n, G const& g, Ctx& ctx) {
-  using Op = typename N::op_type;
-  using T = typename N::value_type;
-  if constexpr (std::is_same_v<Op, ops::RowMax>) {
-    return;  // softmax's shift: the result does not depend on it
-  } else if constexpr (std::is_same_v<Op, ops::Sum>) {
-    backward(n.input, keepdim_form(n, g), ctx);
-  } else if constexpr (std::is_same_v<Op, ops::Mean>) {
-    backward(n.input, keepdim_form(n, g) * (T(1) / static_cast<T>(n.count)), ctx);
-  } else if constexpr (std::is_same_v<Op, ops::Max> || std::is_same_v<Op, ops::Min>) {
-    auto const hit = cast<T>(n.input == keepdim_form(n, n));
-    std::array<std::int64_t, N::naxes> dims{};
-    for (int i = 0; i < N::naxes; ++i) dims[i] = n.axes[i];
-    auto const ties = make_reduce<ops::Sum, true>(hit, dims);
-    backward(n.input, keepdim_form(n, g) * hit / ties, ctx);
-  } else {
-    static_assert(sizeof(N) == 0, "solder: backward: no derivative for this reduction yet (prod, argmax)");
-  }
-}
-
-// g, of the node's shape or broadcast to it, as a tensor of exactly that shape.
+// g, of the node's shape, broadcast to it, or of a shape the node's value was broadcast to
+// (then summed), as a tensor of exactly that shape.
 template <class T, class Device, class G, std::size_t R, class Ctx>
 auto exact(G const& g, std::array<std::int64_t, R> const& shape, Ctx& ctx) {
   auto t = zeros<T, Device>(Shape<dynamic_extents<static_cast<int>(R)>()>{shape});
   ctx.accumulate(t, g);
   return t;
+}
+
+// The gradient that reaches a node may have the shape of the map that broadcast the node's
+// value: for element-wise nodes that is summed where it reaches a tensor (the sum commutes with
+// them), but a reduction (or a product, or a view) first needs it summed to its own shape:
+// broadcast back over the reduced dims, g must be one value per output.
+template <class N, class G, class Ctx>
+void reduce_backward(N const& n, G const& g_in, Ctx& ctx) {
+  using Op = typename N::op_type;
+  using T = typename N::value_type;
+  if constexpr (std::is_same_v<Op, ops::RowMax>) {
+    return;  // softmax's shift: the result does not depend on it
+  } else {
+    static_assert(std::is_same_v<Op, ops::Sum> || std::is_same_v<Op, ops::Mean> || std::is_same_v<Op, ops::Max> ||
+                      std::is_same_v<Op, ops::Min>,
+                  "solder: backward: no derivative for this reduction yet (prod, argmax)");
+    auto const g = [&] {
+      if constexpr (node_t<G>::rank == 0) return as_node(g_in);  // one number: nothing to sum
+      else return exact<canonical_t<T>, typename N::device_type>(g_in, n.shape(), ctx);
+    }();
+    if constexpr (std::is_same_v<Op, ops::Sum>) {
+      backward(n.input, keepdim_form(n, g), ctx);
+    } else if constexpr (std::is_same_v<Op, ops::Mean>) {
+      backward(n.input, keepdim_form(n, g) * (T(1) / static_cast<T>(n.count)), ctx);
+    } else {  // max, min: to the elements equal to the result, shared evenly among ties
+      auto const hit = cast<T>(n.input == keepdim_form(n, n));
+      std::array<std::int64_t, N::naxes> dims{};
+      for (int i = 0; i < N::naxes; ++i) dims[i] = n.axes[i];
+      backward(n.input, keepdim_form(n, g) * hit / make_reduce<ops::Sum, true>(hit, dims), ctx);
+    }
+  }
 }
 
 template <class N, class G, class Ctx>

@@ -63,6 +63,21 @@ struct ArgGrad {
   }
 };
 
+// Context::accumulate's case of a d that repeats elements along some dims (stride 0): g is
+// stored whole (by the kernel of d + g's type, so that a gradient compiles one kernel), then
+// summed over those dims, then added once.
+template <class D, class G, std::size_t R>
+void accumulate_repeated(D d, G const& g, std::array<std::int64_t, R> const& to) {
+  D s = zeros<typename D::value_type, typename D::device_type>(Shape<dynamic_extents<static_cast<int>(R)>()>{to});
+  s = s + g;
+  for (std::size_t a = 0; a < R; ++a) {
+    if (d.strides()[a] != 0 || to[a] == 1) continue;
+    s = D(eval(sum(s, static_cast<std::int64_t>(a), keepdim)));
+    d = narrow(d, static_cast<std::int64_t>(a), 0, 1);
+  }
+  d = d + s;
+}
+
 template <class... A>
 class Context {
  public:
@@ -107,14 +122,7 @@ class Context {
       d = d + g;
       return;
     }
-    using Sum = BasicTensor<typename Dst::value_type, dynamic_extents<R>(), typename Dst::device_type>;
-    Sum s = eval(expand(g, to));
-    for (int a = 0; a < R; ++a) {
-      if (d.strides()[a] != 0 || to[a] == 1) continue;
-      s = Sum(eval(sum(s, a, keepdim)));
-      d = narrow(d, a, 0, 1);
-    }
-    d = d + s;
+    if constexpr (R > 0) accumulate_repeated(d, g, to);
   }
 
   auto gradients() const {

@@ -148,7 +148,7 @@ auto expand(TT const& t, std::array<std::int64_t, N> const& shape) {
   for (int i = 0; i < R2; ++i) {
     int j = i - (R2 - R);
     std::int64_t want = shape[i];
-    if (j < 0) {
+    if (R2 > R && j < 0) {  // (R2 > R: g++ -O3 otherwise warns of t.shape()[j] below)
       detail::check(want >= 0, "expand: new dim ", i, " has size ", want);
       s[i] = want;
       st[i] = 0;

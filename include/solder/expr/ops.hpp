@@ -96,7 +96,7 @@ struct Predicate {  // comparisons and logic: bool out
       return expr;                                                       \
     }                                                                    \
     template <int I, class T>                                            \
-    SOLDER_HD SOLDER_INLINE constexpr T derivative(T x) const {          \
+    SOLDER_HD SOLDER_INLINE constexpr T derivative([[maybe_unused]] T x) const { \
       return d;                                                          \
     }                                                                    \
   };
@@ -116,7 +116,7 @@ struct Predicate {  // comparisons and logic: bool out
       return expr;                                                         \
     }                                                                      \
     template <int I, class T>                                              \
-    SOLDER_HD SOLDER_INLINE constexpr T derivative(T a, T b) const {       \
+    SOLDER_HD SOLDER_INLINE constexpr T derivative([[maybe_unused]] T a, [[maybe_unused]] T b) const { \
       if constexpr (I == 0) return da;                                     \
       else return db;                                                      \
     }                                                                      \
