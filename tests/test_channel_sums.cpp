@@ -108,6 +108,19 @@ TEST_CASE("channel sums: one kernel; means and keepdim; into double tensors", "[
   }
 }
 
+TEST_CASE("channel sums: one image, [C, H, W]", "[results][conv]") {
+  auto x = ref::uniform<float>(-1, 1, 16, 12, 12);
+  auto w = ref::uniform<float>(-0.5, 0.5, 20, 16, 3, 3);
+  auto const c = sd::conv2d(x, w, {.padding = 1});
+  auto [y, s] = sd::eval(c, sd::sum(c, {1, 2}));
+  ref::Array const Y = ref::of(y);
+  for (std::int64_t ch = 0; ch < 20; ++ch) {
+    double want = 0;
+    for (std::int64_t i = 0; i < 144; ++i) want += Y[ch * 144 + i];
+    CHECK(s.data()[ch] == Approx(want).epsilon(1e-7).margin(1e-6));
+  }
+}
+
 TEST_CASE("channel sums: the same bits for any thread count", "[results][conv][threads]") {
   int const saved = sd::get_num_threads();
   // The GEMM engine's own split of rows changes with the threads; the sums must not. Each
