@@ -11,6 +11,8 @@
 #include "nn/containers.hpp"
 #include "nn/transformer.hpp"
 
+#include "optim/optimizers.hpp"
+
 #include "io/safetensors.hpp"
 
 #include "runtime/logs.hpp"

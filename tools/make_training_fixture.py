@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Regenerates tests/fixtures/training.txt: a two-layer perceptron trained by PyTorch for a few
+steps (torch.autograd and torch.optim), which tests/test_optim.cpp repeats with
+sd::value_and_grad and sd::optim and compares step by step.
+
+Run with PyTorch installed (tools/torch-venv.sh sets up a virtual environment):
+    .venv-torch/bin/python tools/make_training_fixture.py
+CI needs no Python: the generated file is committed.
+
+Format, one tensor per line, float32 values as repr() (they round-trip exactly):
+    <name> <dims...> : <values...>
+Names: x, labels (as float), w1, b1, w2, b2 (the initial parameters); per optimizer <opt>
+(adamw, adam, sgd) and step k: <opt>.loss<k> (the loss before step k), and after the last
+step <opt>.w1, <opt>.b1, <opt>.w2, <opt>.b2.
+"""
+import pathlib
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(7)
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "training.txt"
+STEPS = 5
+
+
+def line(name, t):
+    t = t.detach().to(torch.float32)
+    dims = " ".join(str(d) for d in t.shape)
+    return f"{name} {dims} : " + " ".join(repr(v) for v in t.flatten().tolist())
+
+
+x = torch.randn(8, 4)
+labels = torch.arange(8) % 3
+init = {"w1": torch.randn(16, 4) * 0.5, "b1": torch.randn(16) * 0.1,
+        "w2": torch.randn(3, 16) * 0.5, "b2": torch.randn(3) * 0.1}
+lines = [f"# PyTorch {torch.__version__}: a 4-16-3 perceptron, relu, cross-entropy, {STEPS} steps; "
+         "regenerate with tools/make_training_fixture.py (do not edit by hand)",
+         line("x", x), line("labels", labels.float())]
+lines += [line(k, v) for k, v in init.items()]
+optimizers = {
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=1e-2),
+    "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2, weight_decay=1e-3),
+    "sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+}
+for name, make in optimizers.items():
+    ps = {k: v.clone().requires_grad_(True) for k, v in init.items()}
+    opt = make(list(ps.values()))
+    for k in range(STEPS):
+        opt.zero_grad()
+        h = F.relu(F.linear(x, ps["w1"], ps["b1"]))
+        loss = F.cross_entropy(F.linear(h, ps["w2"], ps["b2"]), labels)
+        loss.backward()
+        lines.append(line(f"{name}.loss{k}", loss))
+        opt.step()
+    lines += [line(f"{name}.{k}", v) for k, v in ps.items()]
+OUT.write_text("\n".join(lines) + "\n")
+print(f"wrote {OUT}")
