@@ -293,7 +293,7 @@ struct BatchNorm2d : Callable<BatchNorm2d> {
   template <class N>
   std::tuple<N, Param<3>, Param<3>> conv_scale_shift(N const& x) const {
     std::int64_t const C = num_features;
-    BasicTensor<double, dynamic_extents<1>(), Host> mean(C), var(C);
+    BasicTensor<double, dynamic_extents<1>(), Host> mean(C), var(C);  // (the sums of x and x * x first)
     N known = x;
     solder::detail::with_anchor<4>(x, [&](auto const& conv) {
       using Out = solder::detail::materialized_t<std::remove_cvref_t<decltype(conv)>>;
