@@ -21,14 +21,14 @@ int main(int argc, char** argv) {
   constexpr std::int64_t per_class = 200, classes = 3, n = per_class * classes;
   sd::Tensor<float, 2> noise = sd::randn<float>(sd::shape(n, 2));
   sd::Tensor<float, 2> x = sd::zeros<float>(n, 2);
-  sd::Tensor<float, 2> onehot = sd::zeros<float>(n, classes);
+  sd::Tensor<std::int64_t, 1> labels = sd::zeros<std::int64_t>(n);
   for (std::int64_t c = 0; c < classes; ++c)
     for (std::int64_t i = 0; i < per_class; ++i) {
       std::int64_t const k = c * per_class + i;
       float const t = float(i) / per_class, angle = 2.0944f * float(c) + 4.f * t;
       x(k, 0) = t * std::cos(angle) + 0.03f * noise(k, 0);
       x(k, 1) = t * std::sin(angle) + 0.03f * noise(k, 1);
-      onehot(k, c) = 1;
+      labels(k) = c;
     }
 
   // PyTorch's nn.Linear initialization: uniform in +-1/sqrt(in_features).
@@ -45,9 +45,7 @@ int main(int argc, char** argv) {
     auto h = sd::gelu(sd::linear(x, v1, c1));
     return sd::linear(sd::gelu(sd::linear(h, v2, c2)), v3, c3);
   };
-  auto loss = [&](auto const&... p) {  // cross-entropy: -mean(log_softmax(z)[label])
-    return -sd::mean(sd::sum(sd::log_softmax(logits(p...), -1) * onehot, 1));
-  };
+  auto loss = [&](auto const&... p) { return sd::cross_entropy(logits(p...), labels); };
 
   sd::optim::AdamW opt(std::tie(w1, b1, w2, b2, w3, b3), {.lr = 1e-2});
   float first = 0, last = 0;
@@ -61,7 +59,7 @@ int main(int argc, char** argv) {
 
   sd::Tensor<std::int64_t, 1> predicted = sd::argmax(logits(w1, b1, w2, b2, w3, b3), 1);
   std::int64_t right = 0;
-  for (std::int64_t k = 0; k < n; ++k) right += predicted(k) == k / per_class;
+  for (std::int64_t k = 0; k < n; ++k) right += predicted(k) == labels(k);
   double const accuracy = double(right) / n;
   std::printf("loss %.4f -> %.4f, training accuracy %.1f%%\n", first, last, 100 * accuracy);
   return accuracy >= 0.9 ? 0 : 1;

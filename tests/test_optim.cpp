@@ -174,6 +174,40 @@ TEST_CASE("optim: a perceptron trained as PyTorch trains it", "[optim][torch]") 
   });
 }
 
+// The losses of torch.nn.functional (expr/losses.hpp) against PyTorch's values, and their
+// gradients through sd::grad against torch.autograd's.
+TEST_CASE("losses: cross_entropy, nll_loss, mse_loss, l1_loss, binary_cross_entropy_with_logits", "[optim][torch]") {
+  auto const fx = training_fixture();
+  auto z = tensor_of<2>(fx.at("loss.z"), {6, 4});
+  auto const t = tensor_of<2>(fx.at("loss.target"), {6, 4});
+  sd::Tensor<std::int64_t, 1> y = sd::zeros<std::int64_t>(6);
+  for (std::int64_t i = 0; i < 6; ++i) y(i) = static_cast<std::int64_t>(fx.at("loss.labels")[i]);
+  auto check = [&](std::string const& name, auto const& f) {
+    INFO(name);
+    check_same(values(sd::eval(f(z))), fx.at("loss." + name), 2e-6, "value");
+    if constexpr (decltype(sd::eval(f(z)))::rank == 0) {
+      auto const [g] = sd::grad(f)(z);
+      check_same(values(g), fx.at("loss." + name + ".grad"), 2e-6, "gradient");
+    }
+  };
+  check("ce", [&](auto const& a) { return sd::cross_entropy(a, y); });
+  check("ce_sum", [&](auto const& a) { return sd::cross_entropy<sd::Reduction::sum>(a, y); });
+  check("ce_none", [&](auto const& a) { return sd::cross_entropy<sd::Reduction::none>(a, y); });
+  check("ce_smooth", [&](auto const& a) { return sd::cross_entropy(a, y, {.label_smoothing = 0.1}); });
+  check("nll", [&](auto const& a) { return sd::nll_loss(sd::log_softmax(a, -1), y); });
+  check("mse", [&](auto const& a) { return sd::mse_loss(a, t); });
+  check("l1", [&](auto const& a) { return sd::l1_loss<sd::Reduction::sum>(a, t); });
+  check("bce", [&](auto const& a) { return sd::binary_cross_entropy_with_logits(a, t); });
+  sd::Tensor<std::int64_t, 1> y2 = sd::eval(sd::maximum(y, std::int64_t(0)));  // no label ignored
+  auto const oh = sd::eval(sd::one_hot(y2, 4));
+  static_assert(std::is_same_v<decltype(oh)::value_type, std::int64_t>);
+  for (std::int64_t i = 0; i < 6; ++i)
+    for (std::int64_t c = 0; c < 4; ++c) CHECK(oh(i, c) == (y2(i) == c ? 1 : 0));
+  sd::Tensor<std::int64_t, 1> bad = sd::eval(y * 0 + 4);
+  CHECK_THROWS_WITH(sd::cross_entropy(z, bad), Catch::Contains("cross_entropy: target 4 is out of bounds for 4 classes"));
+  CHECK_THROWS_WITH(sd::one_hot(y, 4), Catch::Contains("one_hot: target -100 is out of bounds"));
+}
+
 TEST_CASE("optim: misuse is refused with the details", "[optim][errors]") {
   auto w = ref::uniform<float>(-1, 1, 4, 6);
   auto b = ref::uniform<float>(-1, 1, 6);

@@ -11,7 +11,9 @@ Format, one tensor per line, float32 values as repr() (they round-trip exactly):
     <name> <dims...> : <values...>
 Names: x, labels (as float), w1, b1, w2, b2 (the initial parameters); per optimizer <opt>
 (adamw, adam, sgd) and step k: <opt>.loss<k> (the loss before step k), and after the last
-step <opt>.w1, <opt>.b1, <opt>.w2, <opt>.b2.
+step <opt>.w1, <opt>.b1, <opt>.w2, <opt>.b2. The losses of torch.nn.functional on z [6, 4],
+loss.labels (one of them -100, ignored) and loss.target: loss.<name> and, for some, the
+gradient in z, loss.<name>.grad.
 """
 import pathlib
 import torch
@@ -52,5 +54,26 @@ for name, make in optimizers.items():
         lines.append(line(f"{name}.loss{k}", loss))
         opt.step()
     lines += [line(f"{name}.{k}", v) for k, v in ps.items()]
+z = torch.randn(6, 4) * 2
+y = torch.tensor([0, 3, -100, 1, 2, 3])
+t = torch.rand(6, 4)
+lines += [line("loss.z", z), line("loss.labels", y.float()), line("loss.target", t)]
+losses = {
+    "ce": lambda z: F.cross_entropy(z, y),
+    "ce_sum": lambda z: F.cross_entropy(z, y, reduction="sum"),
+    "ce_none": lambda z: F.cross_entropy(z, y, reduction="none"),
+    "ce_smooth": lambda z: F.cross_entropy(z, y, label_smoothing=0.1),
+    "nll": lambda z: F.nll_loss(F.log_softmax(z, -1), y),
+    "mse": lambda z: F.mse_loss(z, t),
+    "l1": lambda z: F.l1_loss(z, t, reduction="sum"),
+    "bce": lambda z: F.binary_cross_entropy_with_logits(z, t),
+}
+for name, f in losses.items():
+    zz = z.clone().requires_grad_(True)
+    out = f(zz)
+    lines.append(line(f"loss.{name}", out))
+    if out.dim() == 0:
+        out.backward()
+        lines.append(line(f"loss.{name}.grad", zz.grad))
 OUT.write_text("\n".join(lines) + "\n")
 print(f"wrote {OUT}")

@@ -30,6 +30,7 @@
 #include "expr/attention.hpp"
 #include "expr/embedding.hpp"
 #include "expr/results.hpp"
+#include "expr/losses.hpp"
 
 #include "plan/plan.hpp"
 #include "plan/common_reductions.hpp"
