@@ -80,4 +80,9 @@ TEST_CASE("autograd: misuse is refused with the details", "[autograd][errors]") 
   auto view = sd::slice(x, 0, 0, 2);
   CHECK_THROWS_WITH(sd::grad([](auto const& a, auto const& b) { return sd::sum(a) + sd::sum(b); })(x, view),
                     Catch::Contains("value_and_grad: arguments 0 and 1 share memory"));
+  // gradcheck finds a gradient that is not the derivative: relu's at its kink (0 by
+  // convention, the central difference 1/2).
+  sd::Tensor<double, 1> zero = sd::zeros<double>(3);
+  CHECK_THROWS_WITH(sd::gradcheck([](auto const& a) { return sd::sum(sd::relu(a)); }, std::tie(zero)),
+                    Catch::Contains("gradcheck: argument 0, element 0: the gradient is 0, the central difference 0.5"));
 }

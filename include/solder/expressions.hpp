@@ -55,3 +55,4 @@
 
 #include "autograd/derivatives.hpp"
 #include "autograd/value_and_grad.hpp"
+#include "autograd/gradcheck.hpp"
