@@ -160,6 +160,10 @@ TEST_CASE("optim: a perceptron trained as PyTorch trains it", "[optim][torch]") 
       INFO("step " << k);
       auto [value, grads] = sd::value_and_grad(loss)(w1, b1, w2, b2);
       CHECK(value.item() == Approx(fx.at(name + ".loss" + std::to_string(k))[0]).epsilon(1e-5));
+      if (name == "sgd_clipped") {
+        double const norm = sd::nn::utils::clip_grad_norm_(grads, 0.5);
+        CHECK(norm == Approx(fx.at("clip." + name + ".norm" + std::to_string(k))[0]).epsilon(1e-5));
+      }
       opt.step(grads);
     }
     check_same(values(w1), fx.at(name + ".w1"), 1e-5, "w1");
@@ -172,6 +176,29 @@ TEST_CASE("optim: a perceptron trained as PyTorch trains it", "[optim][torch]") 
   run("sgd", [](auto params) {
     return sd::optim::SGD(params, {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true});
   });
+  run("adamw_amsgrad", [](auto params) { return sd::optim::AdamW(params, {.lr = 1e-2, .amsgrad = true}); });
+  run("sgd_clipped", [](auto params) { return sd::optim::SGD(params, {.lr = 0.5, .momentum = 0.9}); });
+}
+
+// The rates of StepLR, CosineAnnealingLR and LinearLR over 12 epochs against lr_scheduler's.
+TEST_CASE("optim: learning-rate schedules", "[optim][torch]") {
+  auto const fx = training_fixture();
+  auto schedule = [&](std::string const& name, auto make) {
+    INFO(name);
+    sd::Tensor<float, 1> p = sd::zeros<float>(1);
+    sd::optim::SGD opt(std::tie(p), {.lr = 0.1});
+    auto sched = make(opt);
+    std::vector<double> rates{opt.lr()};
+    for (int epoch = 0; epoch < 12; ++epoch) {
+      sched.step();
+      rates.push_back(sched.get_last_lr());
+    }
+    check_same(rates, fx.at("sched." + name), 1e-12, "rates");
+  };
+  using Opt = sd::optim::SGD<float, sd::Host>;
+  schedule("step", [](Opt& o) { return sd::optim::StepLR(o, 3, 0.5); });
+  schedule("cosine", [](Opt& o) { return sd::optim::CosineAnnealingLR(o, 10, 0.01); });
+  schedule("linear", [](Opt& o) { return sd::optim::LinearLR(o, 0.25, 1.0, 4); });
 }
 
 // The losses of torch.nn.functional (expr/losses.hpp) against PyTorch's values, and their

@@ -10,10 +10,12 @@ CI needs no Python: the generated file is committed.
 Format, one tensor per line, float32 values as repr() (they round-trip exactly):
     <name> <dims...> : <values...>
 Names: x, labels (as float), w1, b1, w2, b2 (the initial parameters); per optimizer <opt>
-(adamw, adam, sgd) and step k: <opt>.loss<k> (the loss before step k), and after the last
+(adamw, adam, sgd, adamw_amsgrad, sgd_clipped: gradients clipped to a norm of 0.5 first, with
+clip.<opt>.norm<k> the norm before) and step k: <opt>.loss<k> (the loss before step k), and after the last
 step <opt>.w1, <opt>.b1, <opt>.w2, <opt>.b2. The losses of torch.nn.functional on z [6, 4],
 loss.labels (one of them -100, ignored) and loss.target: loss.<name> and, for some, the
-gradient in z, loss.<name>.grad.
+gradient in z, loss.<name>.grad. The rates of lr_scheduler's StepLR, CosineAnnealingLR and
+LinearLR over 12 epochs from 0.1: sched.<name>.
 """
 import pathlib
 import torch
@@ -42,6 +44,8 @@ optimizers = {
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=1e-2),
     "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2, weight_decay=1e-3),
     "sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    "adamw_amsgrad": lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True),
+    "sgd_clipped": lambda ps: torch.optim.SGD(ps, lr=0.5, momentum=0.9),
 }
 for name, make in optimizers.items():
     ps = {k: v.clone().requires_grad_(True) for k, v in init.items()}
@@ -52,6 +56,9 @@ for name, make in optimizers.items():
         loss = F.cross_entropy(F.linear(h, ps["w2"], ps["b2"]), labels)
         loss.backward()
         lines.append(line(f"{name}.loss{k}", loss))
+        if name == "sgd_clipped":
+            norm = torch.nn.utils.clip_grad_norm_(list(ps.values()), 0.5)
+            lines.append(line(f"clip.{name}.norm{k}", norm))
         opt.step()
     lines += [line(f"{name}.{k}", v) for k, v in ps.items()]
 z = torch.randn(6, 4) * 2
@@ -75,5 +82,19 @@ for name, f in losses.items():
     if out.dim() == 0:
         out.backward()
         lines.append(line(f"loss.{name}.grad", zz.grad))
+schedules = {
+    "step": lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+    "cosine": lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=10, eta_min=0.01),
+    "linear": lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=4),
+}
+for name, make in schedules.items():
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    sched = make(opt)
+    rates = [opt.param_groups[0]["lr"]]
+    for _ in range(12):
+        opt.step()
+        sched.step()
+        rates.append(sched.get_last_lr()[0])
+    lines.append(f"sched.{name} {len(rates)} : " + " ".join(repr(r) for r in rates))
 OUT.write_text("\n".join(lines) + "\n")
 print(f"wrote {OUT}")

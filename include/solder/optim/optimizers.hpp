@@ -11,7 +11,9 @@
 //     opt.step(grads);
 //   }
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <tuple>
 #include <vector>
 
@@ -114,6 +116,8 @@ class SGD {
     ++steps_;
   }
   SGDOptions const& options() const { return options_; }
+  double lr() const { return options_.lr; }
+  void set_lr(double lr) { options_.lr = lr; }
 
  private:
   SGDOptions options_;
@@ -122,17 +126,20 @@ class SGD {
 };
 
 // PyTorch's defaults; Adam adds weight_decay * p to the gradient (L2), AdamW decays p itself.
+// amsgrad: the denominator uses the largest v seen so far.
 struct AdamOptions {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0;
+  bool amsgrad = false;
 };
 struct AdamWOptions {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;
+  bool amsgrad = false;
 };
 
 namespace detail {
@@ -149,7 +156,8 @@ class AdamBase {
         who_(who),
         params_(flat_all<T, Device>(params, who)),
         m_(zeros_like(params_)),
-        v_(zeros_like(params_)) {
+        v_(zeros_like(params_)),
+        v_max_(o.amsgrad ? zeros_like(params_) : std::vector<Flat<T, Device>>{}) {
     solder::detail::check(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0 && o.beta1 >= 0 && o.beta1 < 1 &&
                               o.beta2 >= 0 && o.beta2 < 1,
                           who, ": lr ", o.lr, ", betas (", o.beta1, ", ", o.beta2, "), eps ", o.eps,
@@ -171,17 +179,25 @@ class AdamBase {
       auto const g = gs[i] + l2 * p;
       auto const m = b1 * m_[i] + (1 - b1) * g;
       auto const v = b2 * v_[i] + (1 - b2) * g * g;
-      assign(std::tie(p, m_[i], v_[i]), keep * p - step_size * m / (sqrt(v) / root_c2 + eps), m, v);
+      if (options_.amsgrad) {
+        auto const v_max = maximum(v_max_[i], v);
+        assign(std::tie(p, m_[i], v_[i], v_max_[i]), keep * p - step_size * m / (sqrt(v_max) / root_c2 + eps), m, v,
+               v_max);
+      } else {
+        assign(std::tie(p, m_[i], v_[i]), keep * p - step_size * m / (sqrt(v) / root_c2 + eps), m, v);
+      }
     }
   }
   AdamOptions const& options() const { return options_; }
+  double lr() const { return options_.lr; }
+  void set_lr(double lr) { options_.lr = lr; }
   std::int64_t steps() const { return steps_; }
 
  private:
   AdamOptions options_;
   bool decoupled_;
   char const* who_;
-  std::vector<Flat<T, Device>> params_, m_, v_;
+  std::vector<Flat<T, Device>> params_, m_, v_, v_max_;
   std::int64_t steps_ = 0;
 };
 }  // namespace detail
@@ -201,7 +217,8 @@ class AdamW : public detail::AdamBase<T, Device> {
  public:
   template <class... P>
   AdamW(std::tuple<P&...> params, AdamWOptions const& o = {})
-      : detail::AdamBase<T, Device>(params, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true, "optim::AdamW") {}
+      : detail::AdamBase<T, Device>(params, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true,
+                                    "optim::AdamW") {}
 };
 
 // The element type and device come from the parameters: sd::optim::AdamW opt(std::tie(w, b)).
@@ -215,4 +232,94 @@ template <class... P>
 AdamW(std::tuple<P&...>, AdamWOptions const& = {})
     -> AdamW<typename detail::first_of<P...>::type::value_type, typename detail::first_of<P...>::type::device_type>;
 
+// Learning-rate schedules as torch.optim.lr_scheduler's: each step() after an epoch (or an
+// iteration) sets the optimizer's rate from the rate it had when the schedule was made.
+template <class Opt>
+class Schedule {
+ public:
+  explicit Schedule(Opt& opt) : opt_(opt), base_(opt.lr()) {}
+  void step() { opt_.set_lr(rate(++epoch_)); }
+  double get_last_lr() const { return opt_.lr(); }
+
+ protected:
+  virtual double rate(std::int64_t epoch) const = 0;
+  ~Schedule() = default;
+  Opt& opt_;
+  double base_;
+  std::int64_t epoch_ = 0;
+};
+
+// StepLR: the rate times gamma every step_size epochs.
+template <class Opt>
+class StepLR : public Schedule<Opt> {
+ public:
+  StepLR(Opt& opt, std::int64_t step_size, double gamma = 0.1) : Schedule<Opt>(opt), step_size_(step_size), gamma_(gamma) {
+    solder::detail::check(step_size > 0, "optim::StepLR: step_size must be positive, got ", step_size);
+  }
+
+ private:
+  double rate(std::int64_t epoch) const override {
+    return this->base_ * std::pow(gamma_, double(epoch / step_size_));
+  }
+  std::int64_t step_size_;
+  double gamma_;
+};
+
+// CosineAnnealingLR: from the rate down to eta_min along half a cosine over T_max epochs.
+template <class Opt>
+class CosineAnnealingLR : public Schedule<Opt> {
+ public:
+  CosineAnnealingLR(Opt& opt, std::int64_t T_max, double eta_min = 0) : Schedule<Opt>(opt), t_max_(T_max), eta_min_(eta_min) {
+    solder::detail::check(T_max > 0, "optim::CosineAnnealingLR: T_max must be positive, got ", T_max);
+  }
+
+ private:
+  double rate(std::int64_t epoch) const override {
+    return eta_min_ + (this->base_ - eta_min_) * (1 + std::cos(std::numbers::pi * double(epoch) / double(t_max_))) / 2;
+  }
+  std::int64_t t_max_;
+  double eta_min_;
+};
+
+// LinearLR (warm-up): the rate times a factor going linearly from start_factor to end_factor
+// over total_iters epochs, then end_factor.
+template <class Opt>
+class LinearLR : public Schedule<Opt> {
+ public:
+  LinearLR(Opt& opt, double start_factor = 1.0 / 3, double end_factor = 1.0, std::int64_t total_iters = 5)
+      : Schedule<Opt>(opt), start_(start_factor), end_(end_factor), total_(total_iters) {
+    solder::detail::check(start_factor > 0 && start_factor <= 1 && end_factor >= 0 && end_factor <= 1 && total_iters > 0,
+                          "optim::LinearLR: start_factor ", start_factor, ", end_factor ", end_factor,
+                          ", total_iters ", total_iters, ": out of range");
+    opt.set_lr(this->base_ * start_);
+  }
+
+ private:
+  double rate(std::int64_t epoch) const override {
+    double const t = double(std::min(epoch, total_)) / double(total_);
+    return this->base_ * (start_ + (end_ - start_) * t);
+  }
+  double start_, end_;
+  std::int64_t total_;
+};
+
 }  // namespace solder::optim
+
+namespace solder::nn::utils {
+
+// torch.nn.utils.clip_grad_norm_: scales the gradients (the tuple sd::grad returns) in place so
+// that their joint 2-norm is at most max_norm; returns the norm they had.
+template <class... G>
+double clip_grad_norm_(std::tuple<G...>& grads, double max_norm) {
+  double squares = 0;
+  std::apply([&](auto const&... g) { ((squares += double(eval(sum(g * g)).item())), ...); }, grads);
+  double const norm = std::sqrt(squares);
+  double const scale = std::min(1.0, max_norm / (norm + 1e-6));
+  if (scale < 1)
+    std::apply([&](auto&... g) { ((g = g * static_cast<typename std::remove_cvref_t<decltype(g)>::value_type>(scale)), ...); },
+               grads);
+  return norm;
+}
+
+}  // namespace solder::nn::utils
+
