@@ -76,6 +76,15 @@ TEST_CASE("kernel_cost: convolutions by window and groups, pools, attention", "[
   CHECK(att.bytes == 4.0 * (2 * 3 * 5 * 8 * 2 + 2 * 3 * 7 * 8));  // o and q; k and v are one tensor
 }
 
+TEST_CASE("kernel_cost: a gather reads the rows it picks, not its whole table", "[cost]") {
+  sd::Tensor<std::int64_t, 2> ids = sd::zeros<std::int64_t>(4, 5);
+  sd::Tensor<float, 2> table = sd::randn<float>(sd::shape(100, 8));
+  sd::Tensor<float, 3> y(4, 5, 8);
+  auto const k = cost_of(y, sd::embedding(ids, table));
+  CHECK(k.kind == KernelKind::gather);
+  CHECK(k.bytes == 4.0 * 160 * 2 + 8.0 * 20);  // y and the rows; the indices
+}
+
 TEST_CASE("kernel_cost: row kernels and element-wise ones; each tensor read counts once", "[cost]") {
   sd::Tensor<float, 2> x = sd::randn<float>(sd::shape(6, 10)), y(6, 10);
   auto const rows = cost_of(y, sd::softmax(x, -1));

@@ -62,6 +62,23 @@ void anchor_cost(Attention<Q, K, V, M...> const& a, KernelCost& k) {
   k.flops = ev > 0 ? 2.0 * double(numel_of<A::rank>(a.shape())) / ev * s * (e + ev) : 0;
 }
 
+template <class N>
+double read_bytes(N const& n, bool anchor, std::vector<void const*>& seen);
+
+// The bytes the anchor reads of its operands: all of each, but for a gather, which reads the
+// rows it picks (as many as it writes) and its indices.
+template <class A>
+double operand_bytes(A const& a, std::vector<void const*>& seen) {
+  double sum = 0;
+  for_each_child(a, [&](auto const& c) { sum += read_bytes(c, false, seen); });
+  return sum;
+}
+template <class I, class W>
+double operand_bytes(Embedding<I, W> const& e, std::vector<void const*>& seen) {
+  return read_bytes(e.indices, false, seen) +
+         double(numel_of<Embedding<I, W>::rank>(e.shape())) * sizeof(typename W::value_type);
+}
+
 // The bytes of the tensors n reads (`seen`: tensors counted already, by address). `anchor`: n
 // is on the kernel's output path through element-wise nodes only, where a contraction is the
 // anchor (its operands are read) rather than a result stored by an earlier kernel.
@@ -83,6 +100,7 @@ double read_bytes(N const& n, bool anchor, std::vector<void const*>& seen) {
     bool const stored = N::kind == NodeKind::view || N::kind == NodeKind::shared ||
                         (N::kind == NodeKind::contract && (!anchor || known));
     if (stored) return double(numel_of<N::rank>(n.shape())) * sizeof(typename N::value_type);
+    if constexpr (N::kind == NodeKind::contract) return operand_bytes(n, seen);
     bool const through = anchor && N::kind == NodeKind::map;
     double sum = 0;
     for_each_child(n, [&](auto const& c) { sum += read_bytes(c, through, seen); });
