@@ -187,35 +187,35 @@ int report_rss(std::string const& how) {
   return 0;
 }
 
-// The median of 5 timings of f, in seconds.
 template <class F>
-double median_seconds(F f) {
-  std::vector<double> t;
-  for (int i = 0; i < 5; ++i) {
-    auto const begin = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[2];
+double seconds(F f) {
+  auto const begin = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
-// --profile[=NAME]: each forward run for about a second (at least 3 times) under a Profile, the
-// FMA peak and the copy speed measured just before it (this machine's speed changes with its
-// neighbours' load).
+// --profile[=NAME]: each forward run for about a second (at least 5 times) under a Profile, the
+// FMA peak and the copy speed measured before each call: this machine's speed changes with its
+// neighbours' load, and the roofs' medians then see the same machine as the forwards.
 int profile() {
   std::int64_t const n = std::int64_t(1) << 24;  // 64 MiB, copied: 128 MiB moved
   std::vector<float> from(static_cast<std::size_t>(n), 1.f), to(static_cast<std::size_t>(n));
   for (Forward const& f : forwards()) {
-    double const peak = sb::fma::available ? sb::fma::flops() / median_seconds([] { sb::fma::peak(); }) * 1e-9 : 0;
-    double const copy =
-        2.0 * double(n) * sizeof(float) / median_seconds([&] { sb::peer::copy(from.data(), to.data(), n); }) * 1e-9;
-    int const times = std::max(3, int(1.0 / median_seconds(f.run)));
+    int const times = std::max(5, int(1.0 / seconds(f.run)));
+    std::vector<double> peaks, copies;
     sb::Profile p;
-    auto const begin = std::chrono::steady_clock::now();
-    for (int i = 0; i < times; ++i) f.run();
-    double const wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    sb::print_profile(std::string(f.model) + " b" + std::to_string(f.batch), p, times, wall, peak, copy, top);
+    double wall = 0;
+    for (int i = 0; i < times; ++i) {
+      if (sb::fma::available) peaks.push_back(sb::fma::flops() / seconds([] { sb::fma::peak(); }) * 1e-9);
+      copies.push_back(2.0 * double(n) * sizeof(float) / seconds([&] { sb::peer::copy(from.data(), to.data(), n); }) * 1e-9);
+      wall += seconds(f.run);
+    }
+    sb::print_profile(std::string(f.model) + " b" + std::to_string(f.batch), p, times, wall,
+                      peaks.empty() ? 0 : median(peaks), median(copies), top);
   }
   return 0;
 }

@@ -67,8 +67,9 @@ class Profile final : public solder::detail::Tracer {
 };
 
 // Prints p, gathered over `forwards` forwards that took `wall` seconds in all, per forward:
-// each kind's time, share, GFLOP/s against the FMA peak (kinds with flops) or GB/s against the
-// copy speed (the others), both measured in the same run (GFLOP/s, GB/s).
+// each kind's time, share, GFLOP/s against the FMA peak (kinds with flops) and GB/s against the
+// copy speed (a product of one row is bound by its weight's bytes), both measured in the same
+// run (GFLOP/s, GB/s).
 inline void print_profile(std::string const& title, Profile const& p, int forwards, double wall, double peak,
                           double copy, int top = 0) {
   double kernels = p.between;
@@ -82,8 +83,9 @@ inline void print_profile(std::string const& title, Profile const& p, int forwar
     double const gflops = r.flops / r.seconds * 1e-9, gbs = r.bytes / r.seconds * 1e-9;
     std::printf("  %-14s %9.3f %6.3f %8.2f", kernel ? "" : name.c_str(), r.seconds / forwards * 1e3, r.seconds / wall,
                 double(r.kernels) / forwards);
-    if (r.flops > 0) std::printf(" %9.1f %7.3f %8.1f %7s", gflops, peak > 0 ? gflops / peak : 0, gbs, "");
-    else std::printf(" %9s %7s %8.1f %7.3f", "", "", gbs, copy > 0 ? gbs / copy : 0);
+    if (r.flops > 0) std::printf(" %9.1f %7.3f", gflops, peak > 0 ? gflops / peak : 0);
+    else std::printf(" %9s %7s", "", "");
+    std::printf(" %8.1f %7.3f", gbs, copy > 0 ? gbs / copy : 0);
     std::printf("%s%s\n", kernel ? "  " : "", kernel ? name.c_str() : "");
   };
   for (int i = 0; i < solder::detail::kernel_kinds; ++i)
