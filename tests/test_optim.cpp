@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <thread>
 #include <map>
 #include <sstream>
 #include <string>
@@ -233,6 +234,36 @@ TEST_CASE("losses: cross_entropy, nll_loss, mse_loss, l1_loss, binary_cross_entr
   sd::Tensor<std::int64_t, 1> bad = sd::eval(y * 0 + 4);
   CHECK_THROWS_WITH(sd::cross_entropy(z, bad), Catch::Contains("cross_entropy: target 4 is out of bounds for 4 classes"));
   CHECK_THROWS_WITH(sd::one_hot(y, 4), Catch::Contains("one_hot: target -100 is out of bounds"));
+}
+
+// Training is thread-safe: two threads, each training its own copy of the perceptron, end with
+// the parameters one thread gets alone (the backward's scope of stored results is per thread).
+TEST_CASE("optim: two threads train two models at once as one thread does", "[optim][threads]") {
+  auto const fx = training_fixture();
+  auto const x = tensor_of<2>(fx.at("x"), {8, 4});
+  sd::Tensor<std::int64_t, 1> labels = sd::zeros<std::int64_t>(8);
+  for (std::int64_t i = 0; i < 8; ++i) labels(i) = static_cast<std::int64_t>(fx.at("labels")[i]);
+  auto train = [&] {
+    auto w1 = tensor_of<2>(fx.at("w1"), {16, 4});
+    auto b1 = tensor_of<1>(fx.at("b1"), {16});
+    auto w2 = tensor_of<2>(fx.at("w2"), {3, 16});
+    auto b2 = tensor_of<1>(fx.at("b2"), {3});
+    auto loss = [&](auto const& p1, auto const& q1, auto const& p2, auto const& q2) {
+      return sd::cross_entropy(sd::linear(sd::relu(sd::linear(x, p1, q1)), p2, q2), labels);
+    };
+    sd::optim::AdamW opt(std::tie(w1, b1, w2, b2), {.lr = 1e-2});
+    for (int k = 0; k < 20; ++k) opt.step(sd::grad(loss)(w1, b1, w2, b2));
+    std::vector<double> all;
+    for (auto const& part : {values(w1), values(b1), values(w2), values(b2)}) all.insert(all.end(), part.begin(), part.end());
+    return all;
+  };
+  auto const alone = train();
+  std::vector<double> first, second;
+  std::thread a([&] { first = train(); }), b([&] { second = train(); });
+  a.join();
+  b.join();
+  CHECK(first == alone);
+  CHECK(second == alone);
 }
 
 TEST_CASE("optim: misuse is refused with the details", "[optim][errors]") {
