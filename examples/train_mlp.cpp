@@ -1,8 +1,8 @@
 // Training a perceptron the way PyTorch code does, on a plain function: three interleaved
 // spirals in the plane, a 2-64-64-3 network with gelu, cross-entropy, AdamW. sd::value_and_grad
 // derives the backward from the loss's expression at compile time; each optimizer step is one
-// kernel per parameter. Prints the loss as it falls and the accuracy at the end; exits non-zero
-// if the network did not learn the spirals.
+// kernel per parameter. Prints the loss and the accuracy as they change, with a progress bar;
+// exits non-zero if the network did not learn the spirals.
 //   train_mlp [steps]   (default 400)
 #include <solder/solder.hpp>
 
@@ -47,6 +47,13 @@ int main(int argc, char** argv) {
   };
   auto loss = [&](auto const&... p) { return sd::cross_entropy(logits(p...), labels); };
 
+  auto accuracy = [&] {
+    sd::Tensor<std::int64_t, 1> predicted = sd::argmax(logits(w1, b1, w2, b2, w3, b3), 1);
+    std::int64_t right = 0;
+    for (std::int64_t k = 0; k < n; ++k) right += predicted(k) == labels(k);
+    return double(right) / n;
+  };
+
   sd::optim::AdamW opt(std::tie(w1, b1, w2, b2, w3, b3), {.lr = 1e-2});
   float first = 0, last = 0;
   for (int step = 0; step < steps; ++step) {
@@ -54,13 +61,13 @@ int main(int argc, char** argv) {
     opt.step(grads);
     last = value.item();
     if (step == 0) first = last;
-    if (step % 50 == 0 || step == steps - 1) std::printf("step %4d  loss %.4f\n", step, last);
+    if (step % 50 == 0 || step == steps - 1) {
+      int const done = 30 * (step + 1) / steps;
+      std::printf("[%-30s] step %4d  loss %.4f  accuracy %5.1f%%\n", std::string(std::size_t(done), '#').c_str(), step,
+                  last, 100 * accuracy());
+    }
   }
-
-  sd::Tensor<std::int64_t, 1> predicted = sd::argmax(logits(w1, b1, w2, b2, w3, b3), 1);
-  std::int64_t right = 0;
-  for (std::int64_t k = 0; k < n; ++k) right += predicted(k) == labels(k);
-  double const accuracy = double(right) / n;
-  std::printf("loss %.4f -> %.4f, training accuracy %.1f%%\n", first, last, 100 * accuracy);
-  return accuracy >= 0.9 ? 0 : 1;
+  double const final_accuracy = accuracy();
+  std::printf("loss %.4f -> %.4f, training accuracy %.1f%%\n", first, last, 100 * final_accuracy);
+  return final_accuracy >= 0.9 ? 0 : 1;
 }
