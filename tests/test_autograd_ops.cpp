@@ -77,6 +77,27 @@ TEST_CASE("autograd: matrix products, batched and with vectors", "[autograd]") {
 }
 
 // A two-layer perceptron with a cross-entropy loss written out (log_softmax of the logits,
+// Embedding's backward adds each row of the gradient to the row its index picked (ids repeat
+// here), the same bits for any thread count.
+TEST_CASE("autograd: embedding", "[autograd]") {
+  auto table = points(7, 5);
+  sd::Tensor<std::int64_t, 2> ids = sd::zeros<std::int64_t>(3, 4);
+  for (std::int64_t i = 0; i < 12; ++i) ids.data()[i] = (i * 5) % 7 == 3 ? 3 : (i * 3) % 7;
+  auto w = ref::uniform<double>(-1, 1, 3, 4, 5);
+  check_grad("embedding", [&](auto const& t) { return sd::sum(sd::tanh(sd::embedding(ids, t) * 2.0) * w); }, table);
+
+  sd::Tensor<std::int64_t, 1> many = sd::eval(sd::cast<std::int64_t>(sd::rand<float>(sd::shape(20000), 0.f, 9.99f)));
+  auto big = ref::uniform<float>(-1, 1, 10, 64);
+  auto f = [&](auto const& t) { return sd::sum(sd::embedding(many, t) * sd::embedding(many, t)); };
+  int const threads = sd::get_num_threads();
+  sd::set_num_threads(1);
+  auto const [one] = sd::grad(f)(big);
+  sd::set_num_threads(std::max(2, threads));
+  auto const [two] = sd::grad(f)(big);
+  sd::set_num_threads(threads);
+  ref::check_equal(two, ref::of(one), "the same bits for 1 and 2 threads");
+}
+
 TEST_CASE("autograd: a two-layer perceptron's loss", "[autograd]") {
   auto x = points(6, 5);
   auto w1 = points(8, 5, -0.5, 0.5);

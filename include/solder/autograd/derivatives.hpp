@@ -13,6 +13,7 @@
 //   * view: g is taken back through the view's strides (the view of a gradient buffer of the
 //     child's shape, summed where the view repeats an element).
 //   * matmul, mm, bmm, linear: g @ b^T and a^T @ g, batch dims summed where they broadcast.
+//   * embedding: a scatter-add of g's rows into the weight's, deterministic.
 //   * shared: its child, once per use.
 // A value the backward reads again (a contraction's operand, a reduction's result) is the
 // forward's own node: where the forward stored it in the same scope, it is read, not computed
@@ -56,6 +57,10 @@ template <class N>
 inline constexpr bool is_matmul = false;
 template <class A, class B>
 inline constexpr bool is_matmul<Contract<A, B>> = true;
+template <class N>
+inline constexpr bool is_embedding = false;
+template <class I, class W>
+inline constexpr bool is_embedding<Embedding<I, W>> = true;
 
 // The reduced result g of reduction n, with the folded dims back as dims of extent 1.
 // (A number broadcasts as it is; a tensor is viewed, not copied.)
@@ -191,6 +196,24 @@ void matmul_backward(N const& n, G const& g, Ctx& ctx) {
   }
 }
 
+// embedding(indices, w): each row of g added to the row of w its index picked (a scatter-add,
+// deterministic: backend/host/embedding.hpp). On the host so far.
+template <class N, class G, class Ctx>
+void embedding_backward(N const& n, G const& g, Ctx& ctx) {
+  using W = std::remove_cvref_t<decltype(n.weight)>;
+  using T = canonical_t<typename N::value_type>;
+  using Device = typename N::device_type;
+  static_assert(std::is_same_v<Device, Host>, "solder: backward: embedding's derivative runs on the host so far");
+  if constexpr (floating_node<W>) {
+    auto const gn = exact<T, Device>(g, n.shape(), ctx);
+    auto const index = eval(cast<std::int64_t>(n.indices));
+    std::int64_t const entries = n.weight.shape()[0], dim = n.weight.shape()[1];
+    auto gw = zeros<T, Device>(Shape<dynamic_extents<2>()>{{entries, dim}});
+    host::add_rows_at(index.data(), index.numel(), gn.data(), dim, gw.data(), entries);
+    backward(n.weight, gw, ctx);
+  }
+}
+
 template <class N, class G, class Ctx>
 void backward(N const& n, G const& g, Ctx& ctx) {
   ctx.keep(g);
@@ -208,10 +231,12 @@ void backward(N const& n, G const& g, Ctx& ctx) {
     view_backward(n, g, ctx);
   } else if constexpr (is_matmul<N>) {
     matmul_backward(n, g, ctx);
+  } else if constexpr (is_embedding<N>) {
+    embedding_backward(n, g, ctx);
   } else {
     static_assert(sizeof(N) == 0,
-                  "solder: backward: no derivative for this node yet (conv2d, the pools, attention and "
-                  "embedding have none so far)");
+                  "solder: backward: no derivative for this node yet (conv2d, the pools and attention have "
+                  "none so far)");
   }
 }
 

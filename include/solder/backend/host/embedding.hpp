@@ -58,4 +58,32 @@ struct AnchorEngine<Embedding<I, W>> {
   }
 };
 
+// embedding's backward: table[index[r], :] += rows[r, :] for every r (contiguous rows of `dim`,
+// a contiguous table of `entries` rows), a scatter-add. Each table row sums the rows that pick
+// it in their order (a counting sort groups them), and threads share out table rows, never one
+// row: the same bits for any thread count.
+template <class T>
+void add_rows_at(std::int64_t const* index, std::int64_t n, T const* rows, std::int64_t dim, T* table,
+                 std::int64_t entries) {
+  std::vector<std::int64_t> first(static_cast<std::size_t>(entries + 1), 0), order(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < n; ++r) {
+    check(index[r] >= 0 && index[r] < entries, "embedding backward: index ", index[r], " is out of range for ",
+          entries, " rows");
+    ++first[static_cast<std::size_t>(index[r] + 1)];
+  }
+  for (std::int64_t v = 0; v < entries; ++v) first[static_cast<std::size_t>(v + 1)] += first[static_cast<std::size_t>(v)];
+  std::vector<std::int64_t> next(first.begin(), first.end() - 1);
+  for (std::int64_t r = 0; r < n; ++r) order[static_cast<std::size_t>(next[static_cast<std::size_t>(index[r])]++)] = r;
+  bool const parallel = n * dim >= parallel_threshold && get_num_threads() > 1;
+  SOLDER_OMP(parallel for schedule(static) if(parallel))
+  for (std::int64_t v = 0; v < entries; ++v) {
+    T* out = table + v * dim;
+    for (std::int64_t k = first[static_cast<std::size_t>(v)]; k < first[static_cast<std::size_t>(v + 1)]; ++k) {
+      T const* in = rows + order[static_cast<std::size_t>(k)] * dim;
+      SOLDER_SIMD
+      for (std::int64_t j = 0; j < dim; ++j) out[j] += in[j];
+    }
+  }
+}
+
 }  // namespace solder::detail::host
