@@ -80,6 +80,22 @@ auto keepdim_form(N const& n, G const& g) {
 template <class N, class G, class Ctx>
 void backward(N const& n, G const& g, Ctx& ctx);
 
+// The expression with every matrix product shared: stored once by the forward, then read by the
+// backward's rules (which need the product itself, where the forward fused it into its
+// epilogue and kept only what followed) instead of computed again. A product's element-wise
+// rest then runs as a kernel of its own in the forward.
+template <class N>
+auto saving_products(N const& n) {
+  if constexpr (N::kind == NodeKind::leaf || N::kind == NodeKind::scalar) {
+    return n;
+  } else {
+    auto rebuilt = map_children(n, [](auto const& c) { return saving_products(c); });
+    using R = decltype(rebuilt);
+    if constexpr (is_matmul<N>) return Shared<R>(std::move(rebuilt), "a product the backward reads: stored once");
+    else return rebuilt;
+  }
+}
+
 // The operands of map n: operand I gets its vector-Jacobian product.
 template <class N, class G, class Ctx, std::size_t... I>
 void map_operands(N const& n, G const& g, Ctx& ctx, std::index_sequence<I...>) {

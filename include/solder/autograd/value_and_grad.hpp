@@ -151,11 +151,12 @@ auto value_and_grad(F const& f, A const&... args) {
   }(std::index_sequence_for<A...>{});
 
   MaterializedScope scope;  // what the forward stores, the backward reads
-  auto const e = f(args...);
-  using E = std::remove_cvref_t<decltype(e)>;
+  auto const written = f(args...);
+  using E = std::remove_cvref_t<decltype(written)>;
   static_assert(!TensorType<E>,
                 "solder: value_and_grad: f returns a tensor; return the expression instead (sd::eval inside f "
                 "cuts the derivation, as .detach() would)");
+  auto const e = saving_products(as_node(written));
   using N = node_t<E>;
   static_assert(N::rank == 0,
                 "solder: value_and_grad: f returns one number (a 0-d expression such as a mean: the loss), "
