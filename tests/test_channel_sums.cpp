@@ -223,6 +223,18 @@ TEST_CASE("product sums: a linear layer's output, its column sums and its row su
   }
 }
 
+TEST_CASE("product sums: no rows", "[results][contract]") {
+  sd::Tensor<float, 2> x(0, 8);
+  auto w = ref::uniform<float>(-1, 1, 5, 8);
+  auto const p = sd::linear(x, w);
+  auto [y, cols, mean_cols] = sd::eval(p, sd::sum(p, 0), sd::mean(p, 0));
+  CHECK(y.numel() == 0);
+  for (std::int64_t q = 0; q < 5; ++q) {
+    CHECK(cols.data()[q] == 0);
+    CHECK(std::isnan(mean_cols.data()[q]));  // (torch.mean over no values)
+  }
+}
+
 TEST_CASE("product sums: batched products, [B, T, C] through a linear layer and bmm", "[results][contract]") {
   auto x = ref::uniform<float>(-1, 1, 3, 50, 24);
   auto w = ref::uniform<float>(-0.5, 0.5, 20, 24);

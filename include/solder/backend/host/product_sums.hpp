@@ -125,8 +125,8 @@ std::vector<std::vector<double>> product_sums(Contract<A, B> const& anchor, Y& y
   auto run = epilogue_run<T>(ev, y, l);
   auto runs = std::apply([&](auto&... e) { return std::make_tuple(epilogue_run<T>(e, y, l)...); }, evs);
   // Chunks of rows: 64 or more over the batches, for the threads to share.
-  std::int64_t const per_batch =
-      std::clamp<std::int64_t>((64 + l.batch - 1) / std::max<std::int64_t>(l.batch, 1), 1, (l.m + 63) / 64);
+  std::int64_t const per_batch = std::clamp<std::int64_t>((64 + l.batch - 1) / std::max<std::int64_t>(l.batch, 1), 1,
+                                                          std::max<std::int64_t>((l.m + 63) / 64, 1));
   std::int64_t const rows = (l.m + per_batch - 1) / per_batch, tasks = l.batch * per_batch;
   std::array<std::vector<double>, sizeof...(F)> partial;
   for (std::size_t k = 0; k < sizeof...(F); ++k)
