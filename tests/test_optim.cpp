@@ -266,6 +266,20 @@ TEST_CASE("optim: two threads train two models at once as one thread does", "[op
   CHECK(second == alone);
 }
 
+// A module whose forward is one expression (nn::Linear) is differentiated as the expression it
+// writes; one that stores a block's result on the way is refused, not given lost gradients.
+TEST_CASE("value_and_grad through modules", "[optim][nn]") {
+  auto const x = ref::uniform<float>(-1, 1, 5, 4);
+  sd::nn::Linear fc(4, 3);
+  auto const [gw, gb] = sd::grad([&](auto const&, auto const&) { return sd::sum(sd::tanh(fc(x))); })(fc.weight, fc.bias.value);
+  auto const [pw, pb] = sd::grad([&](auto const& w, auto const& b) { return sd::sum(sd::tanh(sd::linear(x, w, b))); })(
+      fc.weight, fc.bias.value);
+  check_same(values(gw), values(pw), 0, "weight");
+  check_same(values(gb), values(pb), 0, "bias");
+  CHECK_THROWS_WITH(sd::grad([&](auto const& w) { return sd::sum(sd::materialize(x * w)); })(x),
+                    Catch::Contains("value_and_grad: the function materializes a block"));
+}
+
 TEST_CASE("optim: misuse is refused with the details", "[optim][errors]") {
   auto w = ref::uniform<float>(-1, 1, 4, 6);
   auto b = ref::uniform<float>(-1, 1, 6);

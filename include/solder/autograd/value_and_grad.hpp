@@ -134,6 +134,20 @@ class Context {
   std::vector<std::shared_ptr<void const>> kept_;
 };
 
+// Set while sd::value_and_grad calls the function it derives. A module's forward that
+// materializes a block then refuses (nn/block.hpp): the derivation cannot see past a stored
+// result, and the gradients before it would be lost.
+inline int& deriving() {
+  thread_local int depth = 0;
+  return depth;
+}
+struct Deriving {
+  Deriving() { ++deriving(); }
+  ~Deriving() { --deriving(); }
+  Deriving(Deriving const&) = delete;
+  Deriving& operator=(Deriving const&) = delete;
+};
+
 template <class F, class... A>
 auto value_and_grad(F const& f, A const&... args) {
   static_assert(sizeof...(A) >= 1, "solder: value_and_grad: give the tensors to differentiate with respect to");
@@ -151,7 +165,10 @@ auto value_and_grad(F const& f, A const&... args) {
   }(std::index_sequence_for<A...>{});
 
   MaterializedScope scope;  // what the forward stores, the backward reads
-  auto const written = f(args...);
+  auto const written = [&] {
+    Deriving on;
+    return f(args...);
+  }();
   using E = std::remove_cvref_t<decltype(written)>;
   static_assert(!TensorType<E>,
                 "solder: value_and_grad: f returns a tensor; return the expression instead (sd::eval inside f "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../backend/assign.hpp"
+#include "../autograd/value_and_grad.hpp"
 #include "../backend/eager.hpp"
 #include "../expr/memory_format.hpp"
 #include "../plan/explain.hpp"
@@ -69,6 +70,11 @@ auto materialize(X const& x, MemoryFormat f) {
   } else {
     using Result = BasicTensor<solder::detail::canonical_t<typename N::value_type>, dynamic_extents<N::rank>(),
                                typename N::device_type>;
+    solder::detail::check(solder::detail::autograd::deriving() == 0,
+                          "value_and_grad: the function materializes a block (sd::materialize, or a module's forward "
+                          "that stores a block's result, as Sequential does between its modules): the derivation "
+                          "cannot see past a stored result, and the gradients before it would be lost; write the "
+                          "forward as one expression (the backward through blocks is not built yet)");
     detail::log_block(x);
     solder::detail::Tracer* const traced = solder::detail::tracer();
     if (traced) traced->start();
