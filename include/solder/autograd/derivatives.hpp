@@ -22,6 +22,8 @@
 #include <type_traits>
 
 #include "../backend/assign.hpp"
+#include "../expr/embedding.hpp"
+#include "../expr/rows.hpp"
 
 namespace solder {
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include "../core/factories.hpp"
 #include "rows.hpp"
 
 namespace solder {
