@@ -31,6 +31,8 @@ TEST_CASE("autograd: every differentiable element-wise op", "[autograd]") {
     auto inner = sd::gelu(sd::silu(sd::sigmoid(a) * 3.0 - 1.0), sd::tanh_approximation);
     return weighted(sd::softplus(sd::leaky_relu(sd::gelu(inner * 2.0 - 0.5), 0.1), 2.0));
   }, x);
+  sd::nn::GELU const exact_form, tanh_form({.approximate = "tanh"});  // one op, its form a run-time flag
+  check_grad("nn::GELU, both forms", [&](auto const& a) { return weighted(tanh_form(exact_form(a) * 1.5)); }, x);
   check_grad("log, log1p, sqrt, rsqrt, pow", [&](auto const& a) {
     return weighted(sd::log(sd::log1p(sd::sqrt(sd::pow(sd::rsqrt(a) + 1.0, 2.5)))) + sd::pow(1.5, a));
   }, pos);

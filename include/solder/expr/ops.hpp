@@ -238,7 +238,15 @@ struct GeluForm : Transcendental {
   bool tanh_form = false;
   template <class T>
   SOLDER_HD SOLDER_INLINE constexpr T operator()(T x) const {
-    T const approximate = static_cast<T>(GeluTanh{}(x)), exact = static_cast<T>(Gelu{}(x));
+    return pick(static_cast<T>(GeluTanh{}(x)), static_cast<T>(Gelu{}(x)));
+  }
+  template <int I, class T>
+  SOLDER_HD SOLDER_INLINE constexpr T derivative(T x) const {
+    return pick(GeluTanh{}.derivative<0>(x), Gelu{}.derivative<0>(x));
+  }
+  // The tanh form's value (or derivative) or the exact one's, by the bit mask above.
+  template <class T>
+  SOLDER_HD SOLDER_INLINE constexpr T pick(T approximate, T exact) const {
     if constexpr (requires { typename math::detail::fp<T>::U; }) {
       using U = typename math::detail::fp<T>::U;
       U const mask = U(0) - U(tanh_form);
@@ -247,10 +255,6 @@ struct GeluForm : Transcendental {
     } else {
       return tanh_form ? approximate : exact;
     }
-  }
-  template <int I, class T>
-  SOLDER_HD SOLDER_INLINE constexpr T derivative(T x) const {
-    return tanh_form ? GeluTanh{}.derivative<0>(x) : Gelu{}.derivative<0>(x);
   }
 };
 
