@@ -12,8 +12,8 @@
 //   auto [gx, gw, gb] = grads;                        // shapes of x, w and b
 //
 // f must return the expression, not a tensor it evaluated (sd::eval inside f cuts the
-// derivation there, as .detach() would). The forward's stored results (contractions,
-// reductions that are breaks) are read again by the backward in the same scope, not computed
+// derivation there, as .detach() would). What the forward stores (every matrix product, and
+// the reductions that are breaks) the backward reads again in the same scope, not computing it
 // again.
 #pragma once
 #include <memory>
@@ -42,7 +42,7 @@ struct ArgGrad {
 
   explicit ArgGrad(A const& a)
       : arg(a),
-        lo(element_reach(a)[0]),
+        lo(a.numel() == 0 ? 0 : element_reach(a)[0]),
         buffer(zeros<T, Device>(solder::shape(a.numel() == 0 ? 0 : element_reach(a)[1] - lo + 1))),
         grad(BasicTensor<T, dynamic_extents<A::rank>(), Device>::template make_view<A::rank>(
             buffer.storage(), buffer.data() - lo, a.shape(), a.strides())) {}
