@@ -28,7 +28,7 @@ using Flat = BasicTensor<T, dynamic_extents<1>(), Device>;
 
 template <class TT>
 auto flat(TT const& t, char const* who) {
-  solder::detail::check(t.is_contiguous(), who, ": a parameter of shape ", shape_string<TT::rank>(t.shape()),
+  solder::detail::check(t.is_contiguous(), who, ": a parameter or gradient of shape ", shape_string<TT::rank>(t.shape()),
                         " is not contiguous (optimizers update contiguous tensors)");
   return Flat<typename TT::value_type, typename TT::device_type>::template make_view<1>(
       t.storage(), const_cast<typename TT::value_type*>(t.data()), {t.numel()}, {1});
