@@ -11,6 +11,7 @@
 //   ref::check_equal  exact equality (integers, bools, comparisons)
 //   ref::uniform<T>   random tensors from a fixed-seed std::mt19937_64 (not solder's RNG)
 //   ref::iota2        a [rows, cols] float tensor holding 0, 1, 2, ... in row-major order
+//   ref::kernels_of   the planned kernels that running a function takes on this thread
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -30,6 +31,14 @@
 #include <solder/solder.hpp>
 
 namespace ref {
+
+// The planned kernels that running f takes on this thread (sd::detail::kernels_run).
+template <class F>
+std::uint64_t kernels_of(F const& f) {
+  auto const before = solder::detail::kernels_run();
+  f();
+  return solder::detail::kernels_run() - before;
+}
 
 namespace sd = solder;
 using Shape = std::vector<std::int64_t>;

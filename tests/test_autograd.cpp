@@ -7,15 +7,6 @@
 
 using namespace autograd_check;
 
-namespace {
-template <class F>
-std::uint64_t kernels_of(F const& f) {
-  auto const before = sd::detail::kernels_run();
-  f();
-  return sd::detail::kernels_run() - before;
-}
-}  // namespace
-
 // The unary ops nested in chains (each chain one kernel into its argument), the binary ones
 // over two arguments.
 TEST_CASE("autograd: every differentiable element-wise op", "[autograd]") {
@@ -68,7 +59,7 @@ TEST_CASE("autograd: an element-wise backward is one kernel where the tensor tak
   auto f = [](auto const& a) { return sd::sum(sd::tanh(a * 2.f + 1.f) * a); };
   // The loss, and a kernel for each of the two places x is read, each a chain of element-wise
   // products (the fills of the seed and of the gradient's buffer are no planned kernels).
-  std::uint64_t const kernels = kernels_of([&] { (void)sd::grad(f)(x); });
+  std::uint64_t const kernels = ref::kernels_of([&] { (void)sd::grad(f)(x); });
   CHECK(kernels == 3);
   // Float against the same maths in double.
   auto const [gf] = sd::grad(f)(x);

@@ -15,13 +15,6 @@ namespace sd = solder;
 
 namespace {
 
-template <class F>
-std::uint64_t kernels_of(F const& f) {
-  auto const before = sd::detail::kernels_run();
-  f();
-  return sd::detail::kernels_run() - before;
-}
-
 struct Case {
   std::int64_t n, cin, h, w, cout, k;
   sd::Conv2dOptions o;
@@ -95,7 +88,7 @@ TEST_CASE("channel sums: one kernel; means and keepdim; into double tensors", "[
   sd::Tensor<float, 4> y(2, 12, 10, 10);
   sd::Tensor<double, 1> s(12), ss(12);
   sd::Tensor<float, 4> m(1, 12, 1, 1);
-  CHECK(kernels_of([&] {
+  CHECK(ref::kernels_of([&] {
           sd::assign(std::tie(y, s, ss, m), c, sd::sum(c, {0, 2, 3}), sd::sum(c * c, {0, 2, 3}),
                      sd::mean(c, {0, 2, 3}, sd::keepdim));
         }) == 1);
@@ -210,7 +203,7 @@ TEST_CASE("product sums: a linear layer's output, its column sums and its row su
   sd::Tensor<float, 2> y(301, 37);
   sd::Tensor<double, 1> cols(37), rows(301);
   sd::Tensor<float, 2> mean_rows(301, 1);
-  CHECK(kernels_of([&] {
+  CHECK(ref::kernels_of([&] {
           sd::assign(std::tie(y, cols, rows, mean_rows), p, sd::sum(p, 0), sd::sum(p, -1), sd::mean(p, -1, sd::keepdim));
         }) == 1);
   ref::Array const Y = ref::of(y), A = ref::of(alone);

@@ -10,15 +10,6 @@
 
 namespace sd = solder;
 
-namespace {
-// The kernels that running f takes on this thread.
-template <class F>
-std::uint64_t kernels_of(F const& f) {
-  auto const before = sd::detail::kernels_run();
-  f();
-  return sd::detail::kernels_run() - before;
-}
-}  // namespace
 
 TEST_CASE("results: an AdamW-shaped update of p, m and v is one kernel", "[results]") {
   constexpr float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 1e-2f;
@@ -36,7 +27,7 @@ TEST_CASE("results: an AdamW-shaped update of p, m and v is one kernel", "[resul
     auto v_next = b2 * v + (1 - b2) * g * g;
     auto p_next = p - lr * ((m_next / c1) / (sd::sqrt(v_next / c2) + eps) + wd * p);
     static_assert(sd::kernel_count<decltype(sd::results(p_next, m_next, v_next))> == 1);
-    CHECK(kernels_of([&] { sd::assign(std::tie(p, m, v), p_next, m_next, v_next); }) == 1);
+    CHECK(ref::kernels_of([&] { sd::assign(std::tie(p, m, v), p_next, m_next, v_next); }) == 1);
 
     for (std::int64_t i = 0; i < rows * 7; ++i) {
       std::int64_t const r = i / 7, c = i % 7;

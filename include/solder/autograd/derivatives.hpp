@@ -56,10 +56,6 @@ template <class U>
 inline constexpr bool is_cast_op<ops::Cast<U>> = true;
 
 template <class N>
-inline constexpr bool is_matmul = false;
-template <class A, class B>
-inline constexpr bool is_matmul<Contract<A, B>> = true;
-template <class N>
 inline constexpr bool is_embedding = false;
 template <class I, class W>
 inline constexpr bool is_embedding<Embedding<I, W>> = true;

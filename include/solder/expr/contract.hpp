@@ -166,6 +166,12 @@ struct Contract : detail::ExprTag {
 };
 
 namespace detail {
+// Whether N is a matrix product (matmul, mm, bmm, linear), not another contraction-kind anchor.
+template <class N>
+inline constexpr bool is_matmul = false;
+template <class A, class B>
+inline constexpr bool is_matmul<Contract<A, B>> = true;
+
 template <class XA, class XB>
 auto contract(XA const& a, XB const& b, char const* op) {
   return Contract<node_t<XA>, node_t<XB>>(as_node(a), as_node(b), op);

@@ -22,11 +22,6 @@
 
 namespace solder::detail::cuda {
 
-template <class N>
-inline constexpr bool is_matmul = false;
-template <class A, class B>
-inline constexpr bool is_matmul<Contract<A, B>> = true;
-
 // The product, or the product plus a bias (a tensor of its element type over its last dim).
 template <class N>
 struct lt_product {

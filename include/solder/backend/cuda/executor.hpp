@@ -623,7 +623,7 @@ struct device_rules<Cuda> {
   static std::string unfused_epilogue(N const& root) {
     std::string why;
     with_anchor<N::rank>(root, [&](auto const& anchor) {
-      if constexpr (cuda::is_matmul<std::remove_cvref_t<decltype(anchor)>>)
+      if constexpr (is_matmul<std::remove_cvref_t<decltype(anchor)>>)
         why = "the element-wise rest runs after the product: cuBLAS does not take this epilogue";
       else
         why = "the element-wise rest runs after " + std::string(anchor.name()) +
